@@ -1,0 +1,83 @@
+"""The windowguard exception tree.
+
+Every exception the library raises on purpose derives from one root, and every
+name ends in ``Error``::
+
+    WindowGuardError
+    ├── ContextTruncatedError      head + newest turn cannot fit the budget; no provider
+    │                              call may follow (TerminationReason.CONTEXT_TRUNCATED)
+    ├── InvalidTranscriptError     damaged input (orphaned result, unanswered call, unknown
+    │   │                          role, content of a wrong type) with strict=True
+    │   └── UnknownFormatError     the wire format could not be detected or is not supported
+    ├── ModelInfoError             a model limit or override that cannot be used
+    └── ConfigurationError         an argument that cannot work (negative window, ...)
+
+Provider failures are not exceptions of this tree: they are classified into a frozen
+``Failure`` value by :func:`windowguard.classify_failure`.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigurationError",
+    "ContextTruncatedError",
+    "InvalidTranscriptError",
+    "ModelInfoError",
+    "UnknownFormatError",
+    "WindowGuardError",
+]
+
+
+class WindowGuardError(Exception):
+    """Root of every exception windowguard raises on purpose."""
+
+
+class ConfigurationError(WindowGuardError, ValueError):
+    """An argument that cannot work, named with the value that was given."""
+
+
+class ModelInfoError(WindowGuardError, ValueError):
+    """A model limit, override file or catalog entry that cannot be used."""
+
+
+class InvalidTranscriptError(WindowGuardError, ValueError):
+    """A transcript that is already broken, raised only with ``strict=True``.
+
+    Attributes:
+        index: position of the offending message in the caller's list (``-1`` for the
+            separate ``system`` argument or the transcript as a whole).
+        problem: what is wrong, in words.
+    """
+
+    def __init__(self, problem: str, *, index: int = -1) -> None:
+        self.index = index
+        self.problem = problem
+        where = f"message {index}: " if index >= 0 else ""
+        super().__init__(f"{where}{problem}")
+
+
+class UnknownFormatError(InvalidTranscriptError):
+    """The wire format of a transcript could not be detected, or is not one we support."""
+
+
+class ContextTruncatedError(WindowGuardError):
+    """Even the smallest transcript windowguard may send (head + newest turn) does not fit.
+
+    No provider call may follow: the run ends with ``TerminationReason.CONTEXT_TRUNCATED``.
+
+    Attributes:
+        estimated_tokens: calibrated estimate of head + newest turn (+ tools).
+        budget: the input budget it had to fit (window - reserve - safety).
+        context_window: the model's window the budget came from.
+    """
+
+    def __init__(self, *, estimated_tokens: int, budget: int, context_window: int) -> None:
+        self.estimated_tokens = estimated_tokens
+        self.budget = budget
+        self.context_window = context_window
+        super().__init__(
+            f"the head (system + task) and the newest turn need ~{estimated_tokens} tokens "
+            f"but the input budget is {budget} (context window {context_window}); "
+            "nothing was sent. Shorten the system prompt or the newest tool result, lower "
+            "max_tokens, or use a model with a larger window."
+        )

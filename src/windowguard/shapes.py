@@ -1,0 +1,61 @@
+"""Shapes: what windowguard needs to know about one message, in any wire format.
+
+A :class:`Shape` is a small frozen value extracted from one message (or one
+Responses item) by an adapter. It never copies the message: its text segments
+refer to the caller's own strings. Everything above the adapters (segmentation,
+pruning, estimation) works on shapes only, so the three wire formats share one
+implementation of the rules.
+
+Invariants:
+    * ``kind`` says what the message is for segmentation: ``"system"`` (system or
+      developer instructions), ``"user"`` (human input, which may also carry tool
+      results, as Anthropic's user messages do), ``"assistant"`` (anything the model
+      produced: text, reasoning/thinking, tool calls), ``"tool"`` (a tool result
+      message) or ``"other"`` (an item of a type we do not know, carried along with
+      its neighbours).
+    * ``opens`` lists the tool-call ids the message opens, in order; ``answers``
+      the ids it answers, in order.  Ids pair *within one turn*, never globally.
+    * ``segments`` hold the text the provider will tokenize, each tagged with a
+      content class: ``"prose"`` (natural-language text) or ``"dense"`` (tool-call
+      arguments, tool results and other machine text, which tokenizes more densely).
+    * ``media_items`` counts images, audio and documents, which cost a fixed amount
+      each in the provider's own terms, never their base64 length.
+    * ``problem`` is set when the message itself is damaged (unknown role, content
+      of a wrong type); pairing damage is found later, by :mod:`windowguard.turns`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = ["ContentClass", "Format", "Kind", "Segment", "Shape"]
+
+ContentClass = Literal["prose", "dense"]
+Kind = Literal["system", "user", "assistant", "tool", "other"]
+Format = Literal["openai_chat", "anthropic", "responses"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Segment:
+    """A piece of text the provider will tokenize, with its content class."""
+
+    content_class: ContentClass
+    text: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Shape:
+    """The segmentation- and estimation-relevant facts of one message."""
+
+    kind: Kind
+    opens: tuple[str, ...] = ()
+    answers: tuple[str, ...] = ()
+    segments: tuple[Segment, ...] = ()
+    media_items: int = 0
+    problem: str | None = None
+
+    @property
+    def chars(self) -> int:
+        """Characters of text in all segments."""
+        return sum(len(s.text) for s in self.segments)
