@@ -1,0 +1,59 @@
+"""Helpers shared by the adapters: reading dicts and SDK objects alike."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from ..shapes import ContentClass, Segment
+
+__all__ = ["MISSING", "field", "json_text", "segment", "type_name"]
+
+
+class _Missing:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING: Any = _Missing()
+
+
+def field(obj: object, name: str, default: Any = None) -> Any:
+    """Read ``name`` from a mapping or an SDK object (pydantic model, dataclass)."""
+    if isinstance(obj, Mapping):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def type_name(obj: object) -> str:
+    """A short name of an object's type for error messages."""
+    return type(obj).__name__
+
+
+def json_text(value: object) -> str:
+    """Compact JSON text of a value the provider will see serialised.
+
+    SDK objects are dumped through ``model_dump`` when they have one; anything json
+    cannot serialise falls back to ``str`` so estimation never crashes on it.
+    """
+    if isinstance(value, str):
+        return value
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        value = dump(exclude_none=True)
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_fallback)
+
+
+def _fallback(value: object) -> object:
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(exclude_none=True)
+    return str(value)
+
+
+def segment(content_class: ContentClass, text: str) -> Segment:
+    """A segment; kept as a function so adapters read uniformly."""
+    return Segment(content_class=content_class, text=text)

@@ -1,0 +1,198 @@
+"""Segmentation of a transcript into a head and turns, and pairing validation.
+
+Definitions (ADR-107, DESIGN.md "Head, turns, pairing"):
+
+* The **head** is the leading system/developer run plus every message before the first
+  assistant response: the instructions, demonstrations and the user's task. It is
+  never dropped. A transcript with no assistant response is all head.
+* A **turn** is one assistant response — its text, reasoning/thinking and ALL of its
+  parallel tool calls, possibly spread over several consecutive assistant items as in
+  the Responses API — plus ALL the results answering it and any user messages before
+  the next assistant response. A turn starts at an assistant shape whose nearest
+  preceding non-``other`` shape is not an assistant shape; ``other`` shapes (unknown
+  item types) travel with their neighbours and never start a turn.
+* The **newest turn** is the last one; it is never dropped.
+
+Calls and results pair by id *within their turn*, never through a global id set:
+servers reuse ids such as ``call_0`` from turn to turn. Damage is reported, never
+repaired: a result whose id no call of its turn opened, a call its turn never
+answers, a duplicate call id within a turn, and any problem an adapter found in a
+message (unknown role, content of a wrong type).
+
+Because a turn holds every call together with every result answering it, dropping
+whole turns can never orphan a call or a result: that is why pruning is turn-atomic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from .shapes import Kind, Shape
+
+__all__ = ["Problem", "Segmentation", "TurnIndex", "segment"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Problem:
+    """Damage found in a transcript: where (message index) and what."""
+
+    index: int
+    problem: str
+
+    def __str__(self) -> str:
+        return f"message {self.index}: {self.problem}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Segmentation:
+    """The head and turns of a transcript of ``length`` messages.
+
+    Attributes:
+        length: number of messages segmented.
+        head_stop: ``messages[:head_stop]`` is the head.
+        turn_starts: index of the first message of each turn, ascending; turn ``i``
+            runs to ``turn_starts[i + 1]`` (or ``length`` for the newest turn).
+        problems: damage found, in message order.
+    """
+
+    length: int
+    head_stop: int
+    turn_starts: tuple[int, ...]
+    problems: tuple[Problem, ...]
+
+    @property
+    def turns(self) -> tuple[range, ...]:
+        """Each turn as a range of message indices."""
+        bounds = (*self.turn_starts, self.length)
+        return tuple(range(bounds[i], bounds[i + 1]) for i in range(len(self.turn_starts)))
+
+    @property
+    def damaged(self) -> bool:
+        """Whether any damage was found."""
+        return bool(self.problems)
+
+
+class TurnIndex:
+    """Incremental segmentation: feed shapes in order, read a :class:`Segmentation`.
+
+    Appending ``n`` shapes costs O(n): an agent loop that appends one turn per send
+    re-segments only that turn. The state is private to one transcript; start a new
+    index when earlier messages were dropped or replaced.
+    """
+
+    __slots__ = (
+        "_closed_problems",
+        "_head_stop",
+        "_last_kind",
+        "_length",
+        "_open_at",
+        "_pending",
+        "_turn_problems",
+        "_turn_starts",
+    )
+
+    def __init__(self) -> None:
+        self._length = 0
+        self._head_stop: int | None = None
+        self._turn_starts: list[int] = []
+        self._last_kind: Kind | None = None
+        # Calls of the current turn still waiting for a result: id -> opening indices.
+        self._pending: dict[str, list[int]] = {}
+        self._open_at: dict[str, int] = {}
+        self._closed_problems: list[Problem] = []
+        self._turn_problems: list[Problem] = []
+
+    def __len__(self) -> int:
+        return self._length
+
+    def extend(self, shapes: Iterable[Shape]) -> None:
+        """Append shapes, in transcript order."""
+        for shape in shapes:
+            self._add(shape)
+
+    def _add(self, shape: Shape) -> None:
+        index = self._length
+        self._length += 1
+        kind = shape.kind
+        if kind == "assistant" and self._last_kind != "assistant":
+            self._close_turn()
+            if self._head_stop is None:
+                self._head_stop = index
+            self._turn_starts.append(index)
+        if kind != "other":
+            self._last_kind = kind
+        if shape.problem is not None:
+            self._turn_problems.append(Problem(index=index, problem=shape.problem))
+        for call_id in shape.opens:
+            if call_id in self._open_at:
+                self._turn_problems.append(
+                    Problem(index=index, problem=f"call id {call_id!r} is used twice in one turn")
+                )
+            self._open_at[call_id] = index
+            self._pending.setdefault(call_id, []).append(index)
+        for call_id in shape.answers:
+            waiting = self._pending.get(call_id)
+            if waiting:
+                waiting.pop(0)
+                if not waiting:
+                    del self._pending[call_id]
+            elif self._head_stop is None:
+                self._turn_problems.append(
+                    Problem(
+                        index=index,
+                        problem=f"a tool result for {call_id!r} comes before any assistant "
+                        "message opened that call",
+                    )
+                )
+            else:
+                self._turn_problems.append(
+                    Problem(
+                        index=index,
+                        problem=f"a tool result for {call_id!r} answers no call of its turn "
+                        "(orphaned result, or answered twice)",
+                    )
+                )
+
+    def _unanswered(self) -> list[Problem]:
+        return [
+            Problem(index=at, problem=f"tool call {call_id!r} is never answered in its turn")
+            for call_id, indices in self._pending.items()
+            for at in indices
+        ]
+
+    def _close_turn(self) -> None:
+        self._closed_problems.extend(self._turn_problems)
+        self._closed_problems.extend(self._unanswered())
+        self._turn_problems = []
+        self._pending = {}
+        self._open_at = {}
+
+    def segmentation(self) -> Segmentation:
+        """The segmentation of everything fed so far."""
+        problems = self._closed_problems + self._turn_problems + self._unanswered()
+        problems.sort(key=lambda p: p.index)
+        head_stop = self._length if self._head_stop is None else self._head_stop
+        return Segmentation(
+            length=self._length,
+            head_stop=head_stop,
+            turn_starts=tuple(self._turn_starts),
+            problems=tuple(problems),
+        )
+
+
+def segment(shapes: Sequence[Shape]) -> Segmentation:
+    """Segment a transcript's shapes into head and turns and validate pairing.
+
+    Example:
+        >>> from windowguard.shapes import Shape
+        >>> seg = segment([
+        ...     Shape(kind="system"), Shape(kind="user"),
+        ...     Shape(kind="assistant", opens=("a",)), Shape(kind="tool", answers=("a",)),
+        ... ])
+        >>> seg.head_stop, seg.turns, seg.problems
+        (2, (range(2, 4),), ())
+    """
+    index = TurnIndex()
+    index.extend(shapes)
+    return index.segmentation()
