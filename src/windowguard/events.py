@@ -1,0 +1,127 @@
+"""Typed events: frozen values with a permanent ``kind`` and ``to_dict()``.
+
+Every event carries its kind under ``"event"`` in ``to_dict()``; the other keys are
+the event's fields. Kind names are permanent: operators build dashboards on them.
+Events hold no wall-clock time and no random ids, so the same run gives the same
+events (a sink that wants a timestamp adds its own).
+
+``context_pressure`` is exactly ADR 0020's
+``{"event": "context_pressure", "tokens", "window", "pressure"}``, measured from the
+provider-reported input tokens after a live model call; the estimate made before a
+send is its own kind, ``context_estimate``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+__all__ = [
+    "ContextEmergencyShrink",
+    "ContextEstimate",
+    "ContextPressure",
+    "Event",
+    "MaxTokensShrunk",
+    "PressureThresholdCrossed",
+    "TranscriptDeferred",
+    "TranscriptPruned",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Event:
+    """Base of all events. ``kind`` is the permanent event name."""
+
+    kind: ClassVar[str] = "event"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The event as a JSON-ready dict, its kind under ``"event"``."""
+        out: dict[str, Any] = {"event": self.kind}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = list(value) if isinstance(value, tuple) else value
+        return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ContextPressure(Event):
+    """Prompt tokens the provider reported against the window (ADR 0020)."""
+
+    kind: ClassVar[str] = "context_pressure"
+    tokens: int
+    window: int
+    pressure: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PressureThresholdCrossed(Event):
+    """Pressure rose past (``direction="up"``) or fell back below a threshold."""
+
+    kind: ClassVar[str] = "context_pressure_threshold"
+    threshold: float
+    direction: str
+    tokens: int
+    window: int
+    pressure: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ContextEstimate(Event):
+    """The calibrated estimate of a request before it is sent."""
+
+    kind: ClassVar[str] = "context_estimate"
+    estimated_tokens: int
+    window: int
+    budget: int
+    pressure: float
+    calibration: float
+    source: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TranscriptPruned(Event):
+    """Oldest whole turns were dropped so the request fits its budget."""
+
+    kind: ClassVar[str] = "transcript_pruned"
+    dropped_turns: int
+    dropped_messages: int
+    kept_messages: int
+    tokens_before: int
+    tokens_after: int
+    budget: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TranscriptDeferred(Event):
+    """Damaged input was passed on unchanged; the provider will judge it."""
+
+    kind: ClassVar[str] = "transcript_deferred"
+    reason: str
+    problems: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MaxTokensShrunk(Event):
+    """The reply budget was lowered so prompt + tools + output fit the window."""
+
+    kind: ClassVar[str] = "max_tokens_shrunk"
+    requested: int | None
+    max_tokens: int
+    estimated_input_tokens: int
+    context_window: int
+    safety_buffer: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ContextEmergencyShrink(Event):
+    """Nothing was left for the reply: ``max_tokens`` was clamped to the floor."""
+
+    kind: ClassVar[str] = "context_emergency_shrink"
+    requested: int | None
+    max_tokens: int
+    estimated_input_tokens: int
+    context_window: int
+    safety_buffer: int
+    floor: int
