@@ -10,7 +10,7 @@ guess only matters once format-specific structure appears.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import get_args
 
@@ -25,6 +25,7 @@ __all__ = [
     "check_format",
     "check_messages",
     "detect_format",
+    "format_evidence",
     "shape_message",
     "shape_messages",
     "shaper",
@@ -86,6 +87,11 @@ def detect_format(messages: Sequence[object], *, system: object = None) -> Forma
         transcripts read the same in every format and are reported as ``"openai_chat"``.
     """
     check_messages(messages)
+    return format_evidence(messages, system=system) or "openai_chat"
+
+
+def format_evidence(messages: Iterable[object], *, system: object = None) -> Format | None:
+    """The format ``messages`` show evidence of, or None when they read the same in all."""
     if system is not None:
         return "anthropic"
     for message in messages:
@@ -107,7 +113,7 @@ def detect_format(messages: Sequence[object], *, system: object = None) -> Forma
                     return "openai_chat"
                 if part_type == "image" and field(part, "source") is not None:
                     return "anthropic"
-    return "openai_chat"
+    return None
 
 
 def shaper(format: Format) -> Callable[[object], Shape]:

@@ -74,7 +74,8 @@ def shape_message(item: object) -> Shape:
         return _message(item)
     if kind == "reasoning":
         segments: list[Segment] = []
-        for part in (field(item, "summary") or ()) + tuple(field(item, "content") or ()):
+        parts = [*_parts(field(item, "summary")), *_parts(field(item, "content"))]
+        for part in parts:
             text = field(part, "text")
             if isinstance(text, str):
                 segments.append(segment("prose", text))
@@ -106,6 +107,10 @@ def shape_message(item: object) -> Shape:
     if kind in _SELF_CONTAINED:
         return Shape(kind="assistant", segments=(segment("dense", json_text(item)),))
     return Shape(kind="other", segments=(segment("dense", json_text(item)),))
+
+
+def _parts(value: object) -> tuple[object, ...]:
+    return tuple(value) if isinstance(value, (list, tuple)) else ()
 
 
 def _message(item: object) -> Shape:
