@@ -1,23 +1,110 @@
-"""windowguard keeps LLM agent tool loops inside the model's context window."""
+"""windowguard keeps LLM agent tool loops inside the model's context window.
 
+Before every provider send, :meth:`ContextWindowManager.fit` drops the oldest whole
+turns (never the head, never the newest turn, never orphaning a call or a result),
+estimates tokens without a tokenizer (erring high, calibrated from what the provider
+reports) and fits ``max_tokens`` so prompt + tools + output never exceed the window.
+
+This module never imports a provider SDK.
+"""
+
+from .adapters import detect_format as detect_format
+from .budget import Budget as Budget
+from .budget import compute_budget as compute_budget
+from .catalog import FALLBACK_WINDOW as FALLBACK_WINDOW
 from .catalog import ModelInfo as ModelInfo
 from .catalog import lookup_model as lookup_model
+from .catalog import resolve_model_info as resolve_model_info
+from .counters import HFTokenizerCounter as HFTokenizerCounter
+from .counters import TiktokenCounter as TiktokenCounter
+from .counters import TokenCounter as TokenCounter
+from .counters import load_counter as load_counter
+from .discovery import adiscover_model_info as adiscover_model_info
+from .discovery import clear_discovery_cache as clear_discovery_cache
+from .discovery import discover_model_info as discover_model_info
+from .estimate import NO_USAGE as NO_USAGE
+from .estimate import Calibration as Calibration
+from .estimate import Estimator as Estimator
+from .estimate import prompt_tokens_from_usage as prompt_tokens_from_usage
+from .events import ContextEmergencyShrink as ContextEmergencyShrink
+from .events import ContextEstimate as ContextEstimate
+from .events import ContextPressure as ContextPressure
+from .events import Event as Event
+from .events import MaxTokensShrunk as MaxTokensShrunk
+from .events import PressureThresholdCrossed as PressureThresholdCrossed
+from .events import TranscriptDeferred as TranscriptDeferred
+from .events import TranscriptPruned as TranscriptPruned
 from .exceptions import ConfigurationError as ConfigurationError
 from .exceptions import ContextTruncatedError as ContextTruncatedError
 from .exceptions import InvalidTranscriptError as InvalidTranscriptError
 from .exceptions import ModelInfoError as ModelInfoError
 from .exceptions import UnknownFormatError as UnknownFormatError
 from .exceptions import WindowGuardError as WindowGuardError
+from .failures import Failure as Failure
+from .failures import FailureKind as FailureKind
+from .failures import TerminationReason as TerminationReason
+from .failures import classify_failure as classify_failure
+from .gauge import ContextGauge as ContextGauge
+from .manager import ContextWindowManager as ContextWindowManager
+from .manager import Fit as Fit
+from .retry import RetryDecision as RetryDecision
+from .retry import RetryPolicy as RetryPolicy
+from .shapes import Segment as Segment
+from .shapes import Shape as Shape
+from .shrink import ShrinkResult as ShrinkResult
+from .shrink import fit_max_tokens as fit_max_tokens
+from .shrink import shrink_max_tokens as shrink_max_tokens
+from .turns import Segmentation as Segmentation
+from .turns import segment as segment
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "FALLBACK_WINDOW",
+    "NO_USAGE",
+    "Budget",
+    "Calibration",
     "ConfigurationError",
+    "ContextEmergencyShrink",
+    "ContextEstimate",
+    "ContextGauge",
+    "ContextPressure",
     "ContextTruncatedError",
+    "ContextWindowManager",
+    "Estimator",
+    "Event",
+    "Failure",
+    "FailureKind",
+    "Fit",
+    "HFTokenizerCounter",
     "InvalidTranscriptError",
+    "MaxTokensShrunk",
     "ModelInfo",
     "ModelInfoError",
+    "PressureThresholdCrossed",
+    "RetryDecision",
+    "RetryPolicy",
+    "Segment",
+    "Segmentation",
+    "Shape",
+    "ShrinkResult",
+    "TerminationReason",
+    "TiktokenCounter",
+    "TokenCounter",
+    "TranscriptDeferred",
+    "TranscriptPruned",
     "UnknownFormatError",
     "WindowGuardError",
+    "adiscover_model_info",
+    "clear_discovery_cache",
+    "compute_budget",
+    "detect_format",
+    "discover_model_info",
+    "fit_max_tokens",
+    "load_counter",
     "lookup_model",
+    "prompt_tokens_from_usage",
+    "resolve_model_info",
+    "segment",
+    "shrink_max_tokens",
 ]

@@ -1,0 +1,292 @@
+"""ContextWindowManager: turn-atomic fitting, budget, calibration and damage handling."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import windowguard as wg
+from windowguard.adapters import shape_messages
+from windowguard.estimate import NO_USAGE, Estimator
+from windowguard.turns import segment
+
+from .transcripts import FORMATS, Plan, plans, render
+
+SETTINGS = settings(deadline=None, max_examples=200)
+
+
+def _manager(window: int, **kw: Any) -> wg.ContextWindowManager:
+    info = wg.ModelInfo(window, max_output_tokens=None, tokenizer="o200k")
+    return wg.ContextWindowManager(model_info=info, safety=kw.pop("safety", 50), **kw)
+
+
+def _fit(
+    mgr: wg.ContextWindowManager, messages: list[Any], system: Any, fmt: str, **kw: Any
+) -> Any:
+    return mgr.fit(messages, system=system, format=fmt, max_tokens=kw.pop("max_tokens", 100), **kw)
+
+
+def _is_subsequence(small: list[Any], big: list[Any]) -> bool:
+    it = iter(big)
+    return all(any(x is y for y in it) for x in small)
+
+
+@SETTINGS
+@given(plan=plans(), fmt=st.sampled_from(FORMATS), window=st.integers(300, 6000))
+def test_fit_keeps_head_and_newest_never_orphans_and_fits_or_raises(
+    plan: Plan, fmt: str, window: int
+) -> None:
+    messages, system = render(plan, fmt)
+    mgr = _manager(window)
+    seg = segment(shape_messages(messages, format=fmt, system=system).shapes)
+    try:
+        fit = _fit(mgr, messages, system, fmt)
+    except wg.ContextTruncatedError as exc:
+        assert exc.estimated_tokens > exc.budget
+        return
+    assert not fit.deferred
+    assert fit.estimated_tokens <= fit.budget
+    # an order-preserving subsequence of the caller's own objects
+    assert _is_subsequence(fit.messages, messages)
+    # head kept, newest turn kept
+    head = messages[: seg.head_stop]
+    assert all(a is b for a, b in zip(fit.messages[: len(head)], head))
+    if seg.turn_starts:
+        newest = messages[seg.turn_starts[-1] :]
+        assert all(a is b for a, b in zip(fit.messages[-len(newest) :], newest))
+    # no orphan, and what was dropped is whole turns
+    out = segment(shape_messages(fit.messages, format=fmt, system=system).shapes)
+    assert not out.problems
+    assert len(out.turns) == len(seg.turns) - fit.dropped_turns
+    # prompt + max_tokens never exceed the window
+    assert fit.estimated_tokens + fit.max_tokens <= fit.context_window
+
+
+@SETTINGS
+@given(plan=plans(), fmt=st.sampled_from(FORMATS), window=st.integers(300, 6000))
+def test_fit_drops_no_more_turns_than_needed(plan: Plan, fmt: str, window: int) -> None:
+    messages, system = render(plan, fmt)
+    try:
+        fit = _fit(_manager(window), messages, system, fmt)
+    except wg.ContextTruncatedError:
+        return
+    if fit.dropped_turns:
+        seg = segment(shape_messages(messages, format=fmt, system=system).shapes)
+        one_less = messages[: seg.head_stop] + messages[seg.turn_starts[fit.dropped_turns - 1] :]
+        bigger = _fit(_manager(10**9), one_less, system, fmt)
+        assert bigger.estimated_tokens > fit.budget
+
+
+@SETTINGS
+@given(plan=plans(), fmt=st.sampled_from(FORMATS), window=st.integers(300, 6000))
+def test_fit_is_idempotent_and_deterministic(plan: Plan, fmt: str, window: int) -> None:
+    messages, system = render(plan, fmt)
+    try:
+        first = _fit(_manager(window), messages, system, fmt)
+    except wg.ContextTruncatedError:
+        return
+    again = _fit(_manager(window), messages, system, fmt)
+    assert [id(m) for m in again.messages] == [id(m) for m in first.messages]
+    refit = _fit(_manager(window), first.messages, system, fmt)
+    assert refit.dropped_turns == 0
+    assert [id(m) for m in refit.messages] == [id(m) for m in first.messages]
+
+
+@SETTINGS
+@given(plan=plans(), fmt=st.sampled_from(FORMATS), window=st.integers(300, 6000), data=st.data())
+def test_incremental_fits_equal_cold_fits(plan: Plan, fmt: str, window: int, data: Any) -> None:
+    """A run that appends and re-fits gets what a cold manager computes for each prefix."""
+    messages, system = render(plan, fmt)
+    warm = _manager(window)
+    usage: Any = None
+    for stop in sorted(set(data.draw(st.lists(st.integers(1, len(messages)), max_size=5)))) + [
+        len(messages)
+    ]:
+        prefix = messages[:stop]
+        try:
+            got = _fit(warm, prefix, system, fmt, last_usage=usage)
+        except wg.ContextTruncatedError:
+            with pytest.raises(wg.ContextTruncatedError):
+                _fit(_manager(window), prefix, system, fmt)
+            usage = NO_USAGE
+            continue
+        cold = _fit(_manager(window), prefix, system, fmt)
+        assert [id(m) for m in got.messages] == [id(m) for m in cold.messages]
+        assert got.estimated_tokens == cold.estimated_tokens
+        usage = NO_USAGE
+
+
+@SETTINGS
+@given(plan=plans(), fmt=st.sampled_from(FORMATS))
+def test_estimate_is_monotone_under_append(plan: Plan, fmt: str) -> None:
+    messages, system = render(plan, fmt)
+    est = Estimator("o200k")
+    counts = [est.count(messages[:i], system=system, format=fmt) for i in range(len(messages) + 1)]
+    assert counts == sorted(counts)
+
+
+def _chat(turns: int, result: str = "x" * 400) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": "Fix the failing test in utils.py"},
+    ]
+    for i in range(turns):
+        out.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_0",
+                        "type": "function",
+                        "function": {"name": "read", "arguments": f'{{"i":{i}}}'},
+                    },
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "grep", "arguments": "{}"},
+                    },
+                ],
+            }
+        )
+        out.append({"role": "tool", "tool_call_id": "call_0", "content": result})
+        out.append({"role": "tool", "tool_call_id": "call_1", "content": result})
+    return out
+
+
+def test_prunes_oldest_whole_turns_and_logs_it(caplog: pytest.LogCaptureFixture) -> None:
+    messages = _chat(30)
+    mgr = _manager(4000)
+    with caplog.at_level(logging.INFO, logger="windowguard"):
+        fit = mgr.fit(messages, max_tokens=500)
+    assert 0 < fit.dropped_turns < 30
+    assert fit.dropped_messages == 3 * fit.dropped_turns
+    assert fit.messages[:2] == messages[:2]
+    assert fit.messages[2] is messages[2 + 3 * fit.dropped_turns]
+    (event,) = [e for e in fit.events if e.kind == "transcript_pruned"]
+    assert event.to_dict()["dropped_turns"] == fit.dropped_turns
+    assert any("pruned" in r.getMessage() for r in caplog.records)
+
+
+def test_head_plus_newest_too_big_raises_with_numbers() -> None:
+    messages = _chat(3, result="y" * 20_000)
+    with pytest.raises(wg.ContextTruncatedError) as info:
+        _manager(4000).fit(messages, max_tokens=500)
+    assert info.value.estimated_tokens > info.value.budget
+    assert info.value.context_window == 4000
+    assert "nothing was sent" in str(info.value)
+
+
+def test_budget_uses_reserve_chain_and_max_input_tokens() -> None:
+    info = wg.ModelInfo(400_000, max_output_tokens=128_000, max_input_tokens=272_000)
+    mgr = wg.ContextWindowManager(model_info=info, safety=500)
+    msgs = [{"role": "user", "content": "hi"}]
+    assert mgr.fit(msgs).budget == 400_000 - 128_000 - 500
+    assert mgr.fit(msgs, max_tokens=1_000).budget == 272_000
+    assert mgr.fit(msgs, max_tokens=200_000).budget == 400_000 - 128_000 - 500
+    small = wg.ContextWindowManager(model_info=wg.ModelInfo(32_768, max_output_tokens=4_096))
+    assert small.fit(msgs).budget == 32_768 - 4_096 - 500
+    assert small.fit(msgs, max_tokens=1_000).budget == 32_768 - 1_000 - 500
+
+
+def test_unknown_model_falls_back_to_8192_and_says_so() -> None:
+    mgr = wg.ContextWindowManager(model="some-private-model-x")
+    fit = mgr.fit([{"role": "user", "content": "hi"}])
+    assert fit.context_window == 8192
+    (estimate,) = [e for e in fit.events if e.kind == "context_estimate"]
+    assert estimate.to_dict()["source"] == "fallback"
+
+
+def test_huge_max_tokens_does_not_prune_to_nothing_and_is_shrunk_to_fit() -> None:
+    info = wg.ModelInfo(131_072, tokenizer="o200k")
+    mgr = wg.ContextWindowManager(model_info=info)
+    messages = _chat(20)
+    fit = mgr.fit(messages, max_tokens=131_072)
+    assert fit.dropped_turns == 0
+    assert fit.max_tokens < 131_072
+    assert fit.estimated_tokens + fit.max_tokens + 500 == 131_072
+    assert any(e.kind == "max_tokens_shrunk" for e in fit.events)
+
+
+def test_large_output_budget_is_kept_while_it_fits() -> None:
+    mgr = wg.ContextWindowManager(model_info=wg.ModelInfo(128_000, tokenizer="o200k"))
+    assert mgr.fit(_chat(2), max_tokens=96_000).max_tokens == 96_000
+
+
+def test_calibration_resets_on_first_send_and_only_rises() -> None:
+    mgr = _manager(100_000)
+    messages = _chat(5)
+    first = mgr.fit(messages)
+    seed = mgr.calibration.factor
+    assert seed > 1.0
+    raw = first.estimated_tokens / seed
+    mgr.fit(messages, last_usage=int(raw * 1.5))
+    assert mgr.calibration.factor == pytest.approx(1.5, rel=0.01)
+    mgr.fit(messages, last_usage=int(raw * 1.2))
+    assert mgr.calibration.factor == pytest.approx(1.5, rel=0.01)
+    mgr.fit(messages, last_usage=NO_USAGE)
+    assert mgr.calibration.factor == pytest.approx(1.5, rel=0.01)
+    mgr.fit(messages, last_usage=None)
+    assert mgr.calibration.factor == seed
+
+
+def test_usage_objects_calibrate() -> None:
+    mgr = _manager(100_000)
+    messages = _chat(5)
+    first = mgr.fit(messages)
+    huge = {"prompt_tokens": first.estimated_tokens * 3, "completion_tokens": 5}
+    second = mgr.fit(messages, last_usage=huge)
+    assert second.estimated_tokens >= first.estimated_tokens * 2
+
+
+@pytest.mark.parametrize(
+    ("damage", "index"),
+    [
+        (lambda m: m.insert(2, {"role": "tool", "tool_call_id": "zzz", "content": "x"}), 2),
+        (lambda m: m.pop(3), 2),
+        (lambda m: m.append({"role": "robot", "content": "x"}), 11),
+        (lambda m: m.append({"role": "user", "content": {"bad": 1}}), 11),
+    ],
+)
+def test_damaged_input_is_deferred_unchanged_or_raises_when_strict(damage: Any, index: int) -> None:
+    messages = _chat(3)
+    damage(messages)
+    fit = _manager(600).fit(messages, max_tokens=100)
+    assert fit.deferred
+    assert fit.messages == messages and all(a is b for a, b in zip(fit.messages, messages))
+    assert any(e.kind == "transcript_deferred" for e in fit.events)
+    with pytest.raises(wg.InvalidTranscriptError) as info:
+        _manager(600, strict=True).fit(messages, max_tokens=100)
+    assert info.value.index == index
+
+
+def test_tools_count_and_plain_completion_does_not() -> None:
+    mgr = _manager(100_000)
+    tools = [
+        {
+            "type": "function",
+            "function": {"name": "read", "description": "d" * 2000, "parameters": {}},
+        }
+    ]
+    with_tools = mgr.fit(_chat(2), tools=tools).estimated_tokens
+    without = mgr.fit(_chat(2), last_usage=NO_USAGE).estimated_tokens
+    assert with_tools > without + 400
+
+
+def test_copy_has_fresh_run_state() -> None:
+    mgr = _manager(100_000)
+    mgr.fit(_chat(2))
+    mgr.fit(_chat(2), last_usage=20_000)
+    clone = mgr.copy()
+    assert clone.calibration.factor < mgr.calibration.factor
+    assert clone.model_info == mgr.model_info
+
+
+@pytest.mark.parametrize("bad", [{"max_tokens": 0}, {"max_tokens": -5}, {"safety": -1}])
+def test_bad_arguments_are_typed_errors(bad: dict[str, int]) -> None:
+    with pytest.raises(wg.ConfigurationError):
+        _manager(8000).fit([{"role": "user", "content": "x"}], **bad)  # type: ignore[arg-type]
