@@ -96,6 +96,7 @@ __all__ = [
     "UnknownFormatError",
     "WindowGuardError",
     "adiscover_model_info",
+    "classify_failure",
     "clear_discovery_cache",
     "compute_budget",
     "detect_format",
