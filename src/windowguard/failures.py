@@ -211,7 +211,8 @@ _OVERFLOW_RULES: tuple[_Rule, ...] = (
     # SGLang python/sglang/srt/entrypoints/openai/serving_*.py and managers/scheduler.py.
     _Rule(
         _rx(
-            r"Requested token count exceeds the model's " + _CTX + r"\. You requested a total "
+            r"Requested token count exceeds the model's maximum context length of "
+            r"(?P<context_window>\d+) tokens\. You requested a total "
             r"of (?P<total_tokens>\d+) tokens: (?P<prompt_tokens>\d+) tokens from the input "
             r"messages and (?P<requested_output>\d+) tokens for the completion"
         ),
@@ -382,6 +383,8 @@ _OUTPUT_RULES: tuple[_Rule, ...] = (
 
 # Bedrock throttles with "ThrottlingException: Too many tokens, please wait before trying
 # again." (AWS Bedrock API reference, "Common errors"): a rate limit, not an overflow.
+# openai-python LengthFinishReasonError: the reply hit max_tokens before it was complete.
+_OUTPUT_WORDS = _rx(r"length limit was reached")
 _THROTTLE_WORDS = _rx(r"throttl|too many tokens, please wait")
 _QUOTA_WORDS = _rx(
     r"insufficient_quota|exceeded your current quota|check your plan and billing|"
@@ -691,9 +694,11 @@ def _fields(parsed: object, fallback_text: str) -> _Fields:
     status = _int(code_value) or _int(obj.get("http_status_code"))
     if isinstance(obj.get("status"), str) and isinstance(code_value, int):
         shape = "gemini"
-    elif isinstance(code_value, int) and "param" not in obj and shape is None:
+    elif isinstance(obj.get("metadata"), Mapping) and isinstance(code_value, int):
+        shape = "openrouter"  # openrouter.ai/docs/errors: {code, message, metadata}
+    elif isinstance(code_value, int) and "type" in obj and "param" not in obj and not shape:
         shape = "llamacpp"
-    elif isinstance(code_value, int) and shape is None:
+    elif isinstance(code_value, int) and "param" in obj and shape is None:
         shape = "vllm"
     return _Fields(
         message=message,
@@ -912,6 +917,8 @@ def classify_failure(
     generic_status = http_status is None or http_status in (400, 413, 422)
     if kind is None and generic_status and _OVERFLOW_WORDS.search(message):
         kind = FailureKind.CONTEXT_OVERFLOW
+    if kind is None and http_status is None and _OUTPUT_WORDS.search(message):
+        kind = FailureKind.OUTPUT_LIMIT
     if kind is None and _FILTER_WORDS.search(message) and http_status in (None, 400, 403):
         kind = FailureKind.CONTENT_FILTER
     if kind is None and http_status is not None:

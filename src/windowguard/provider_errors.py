@@ -73,16 +73,16 @@ OPENAI_MESSAGES_ONLY = (
     "This model's maximum context length is {context_window} tokens. However, your "
     "messages resulted in {prompt_tokens} tokens. Please reduce the length of the messages."
 )
-# OpenAI Chat Completions, prompt + max_tokens over the window. Quoted verbatim in
-# https://github.com/sean1832/GPT-Brain/issues/20; vLLM <= 0.10 used the same text
+# OpenAI Chat Completions, prompt + max_tokens over the window. Whole body verbatim in
+# https://github.com/ChatGPTNextWeb/NextChat/issues/3195; vLLM <= 0.10 used the same text
 # (https://github.com/vllm-project/vllm/issues/20409).
 OPENAI_MESSAGES_AND_COMPLETION = (
     "This model's maximum context length is {context_window} tokens. However, you "
     "requested {total_tokens} tokens ({prompt_tokens} in the messages, {requested_output} "
     "in the completion). Please reduce the length of the messages or completion."
 )
-# OpenAI, max_tokens above the model's output cap (param max_tokens, code invalid_value).
-# Wording quoted in many public reports, e.g. https://github.com/dyad-sh/dyad/pull/367.
+# OpenAI, max_tokens above the model's output cap (param max_tokens, code null). Whole
+# body verbatim in https://github.com/ChatGPTNextWeb/NextChat/issues/3195.
 OPENAI_OUTPUT_CAP = (
     "max_tokens is too large: {requested_output}. This model supports at most "
     "{max_output_tokens} completion tokens, whereas you provided {requested_output}."
@@ -148,7 +148,8 @@ def template_pattern(template: str) -> re.Pattern[str]:
 
     Numeric placeholders become named integer groups (a repeat must equal the first
     occurrence), ``{model}`` matches a model id, and ``{at_least}`` an optional
-    ``"at least "`` captured as the group ``at_least``.
+    ``"at least "`` captured as the group ``at_least``. Spaces match any whitespace run
+    and backticks are optional, as clients re-flow messages and strip Markdown.
 
     Args:
         template: one of this module's message templates.
@@ -160,7 +161,9 @@ def template_pattern(template: str) -> re.Pattern[str]:
     out: list[str] = []
     for index, part in enumerate(_PLACEHOLDER.split(template)):
         if index % 2 == 0:
-            out.append(re.escape(part))
+            # Clients re-flow messages and strip Markdown: any whitespace run, optional `.
+            literal = re.escape(part).replace("`", "`?")
+            out.append(re.sub(r"(?:\\ )+", r"\\s+", literal))
         elif part in seen:
             out.append("(?:at least )?" if part == "at_least" else f"(?P={part})")
         else:
@@ -356,12 +359,7 @@ def output_limit_error(
     else:
         message = OPENAI_OUTPUT_CAP.format(**numbers)
         body = _envelope(
-            flavor,
-            400,
-            message,
-            error_type="invalid_request_error",
-            code="invalid_value",
-            param="max_tokens",
+            flavor, 400, message, error_type="invalid_request_error", param="max_tokens"
         )
     return WireError(status=400, body=body)
 

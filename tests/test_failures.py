@@ -1,0 +1,344 @@
+"""classify_failure against real provider refusals, SDK exceptions and HTTP responses."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from typing import Any
+
+import httpx2
+import pytest
+
+from windowguard.failures import Failure, FailureKind, TerminationReason, classify_failure
+
+from .failure_fixtures import FIXTURES, Fixture
+
+_TRANSIENT = {
+    FailureKind.RATE_LIMIT,
+    FailureKind.SERVER,
+    FailureKind.OVERLOADED,
+    FailureKind.TIMEOUT,
+    FailureKind.CONNECTION,
+}
+
+
+def _classify(fixture: Fixture) -> Failure:
+    if fixture.error is not None:
+        return classify_failure(fixture.error)
+    return classify_failure(status=fixture.status, body=fixture.body, headers=fixture.headers)
+
+
+@pytest.mark.parametrize("fixture", FIXTURES, ids=lambda f: f.name)
+def test_every_fixture_classifies_with_its_numbers(fixture: Fixture) -> None:
+    failure = _classify(fixture)
+    assert failure.kind is fixture.kind
+    expected_retryable = (
+        fixture.kind in _TRANSIENT if fixture.retryable is None else fixture.retryable
+    )
+    assert failure.retryable is expected_retryable
+    assert failure.prompt_tokens == fixture.prompt_tokens
+    assert failure.prompt_tokens_is_lower_bound is fixture.lower_bound
+    assert failure.context_window == fixture.context_window
+    assert failure.requested_output == fixture.requested_output
+    assert failure.max_output_tokens == fixture.max_output_tokens
+    assert failure.provider == fixture.provider
+    if fixture.retry_after is None:
+        assert failure.retry_after is None
+    else:
+        assert failure.retry_after == pytest.approx(fixture.retry_after)
+    if fixture.status is not None:
+        assert failure.status == fixture.status
+
+
+@pytest.mark.parametrize("fixture", FIXTURES, ids=lambda f: f.name)
+def test_body_as_bytes_and_as_text_classify_the_same(fixture: Fixture) -> None:
+    if fixture.error is not None or fixture.body is None:
+        pytest.skip("not a status/body fixture")
+    text = fixture.body if isinstance(fixture.body, str) else json.dumps(fixture.body)
+    as_text = classify_failure(status=fixture.status, body=text, headers=fixture.headers)
+    as_bytes = classify_failure(
+        status=fixture.status, body=text.encode("utf-8"), headers=dict(fixture.headers)
+    )
+    assert as_text == as_bytes == _classify(fixture)
+
+
+def test_every_fixture_names_its_source() -> None:
+    names = [f.name for f in FIXTURES]
+    assert len(names) == len(set(names))
+    for fixture in FIXTURES:
+        assert len(fixture.source) > 10, fixture.name
+
+
+def test_every_failure_kind_is_reached_by_some_fixture() -> None:
+    reached = {f.kind for f in FIXTURES}
+    missing = set(FailureKind) - reached - {FailureKind.CONNECTION, FailureKind.UNKNOWN}
+    assert not missing
+
+
+# --- the traps the issue names ------------------------------------------------------
+
+
+def test_output_cap_refusals_are_not_overflows() -> None:
+    for fixture in FIXTURES:
+        if "output-cap" in fixture.name or "max-output" in fixture.name:
+            assert _classify(fixture).kind is FailureKind.OUTPUT_LIMIT
+
+
+def test_bedrock_too_many_tokens_is_a_rate_limit_even_without_status() -> None:
+    failure = classify_failure(body="Too many tokens, please wait before trying again.")
+    assert failure.kind is FailureKind.RATE_LIMIT
+    assert failure.retryable
+
+
+def test_a_rate_limit_mentioning_context_length_stays_a_rate_limit() -> None:
+    body = {"error": {"message": "This model's maximum context length is 8192 tokens. TPM"}}
+    assert classify_failure(status=429, body=body).kind is FailureKind.RATE_LIMIT
+
+
+def test_x_should_retry_header_overrides_retryable_but_not_for_overflow() -> None:
+    server = classify_failure(status=500, body="oops", headers={"x-should-retry": "false"})
+    assert server.kind is FailureKind.SERVER and not server.retryable
+    conflict = classify_failure(status=400, body="odd", headers={"X-Should-Retry": "true"})
+    assert conflict.kind is FailureKind.INVALID_REQUEST and conflict.retryable
+    overflow = classify_failure(
+        status=400,
+        body="prompt is too long: 10 tokens > 5 maximum",
+        headers={"x-should-retry": "true"},
+    )
+    assert overflow.kind is FailureKind.CONTEXT_OVERFLOW and not overflow.retryable
+
+
+def test_unrecognisable_inputs_are_unknown_and_never_raise() -> None:
+    assert classify_failure().kind is FailureKind.UNKNOWN
+    assert classify_failure(body=b"\xff\xfe not json").kind is FailureKind.UNKNOWN
+    assert classify_failure(body=[]).kind is FailureKind.UNKNOWN
+    assert classify_failure(object()).kind is FailureKind.UNKNOWN
+    assert classify_failure(status=302, body="moved").kind is FailureKind.UNKNOWN
+
+
+def test_status_alone_decides_when_the_body_says_nothing() -> None:
+    expected = {
+        400: FailureKind.INVALID_REQUEST,
+        401: FailureKind.AUTH,
+        403: FailureKind.PERMISSION,
+        404: FailureKind.NOT_FOUND,
+        408: FailureKind.TIMEOUT,
+        422: FailureKind.INVALID_REQUEST,
+        429: FailureKind.RATE_LIMIT,
+        500: FailureKind.SERVER,
+        503: FailureKind.OVERLOADED,
+        529: FailureKind.OVERLOADED,
+    }
+    for status, kind in expected.items():
+        assert classify_failure(status=status, body="").kind is kind, status
+
+
+def test_anthropic_message_object_with_window_stop_reason() -> None:
+    class Usage:
+        input_tokens = 1200
+        cache_creation_input_tokens = 300
+        cache_read_input_tokens = None
+
+    class Message:
+        stop_reason = "model_context_window_exceeded"
+        usage = Usage()
+
+    failure = classify_failure(Message())
+    assert failure.kind is FailureKind.CONTEXT_OVERFLOW
+    assert failure.prompt_tokens == 1500 and not failure.retryable
+
+    class Finished(Message):
+        stop_reason = "end_turn"
+
+    assert classify_failure(Finished()).kind is FailureKind.UNKNOWN
+
+
+# --- HTTP responses and SDK exceptions ----------------------------------------------
+
+
+def _response(status: int, body: Any, headers: dict[str, str] | None = None) -> httpx2.Response:
+    request = httpx2.Request("POST", "http://127.0.0.1:9/v1/chat/completions")
+    content = body if isinstance(body, (bytes, str)) else json.dumps(body)
+    return httpx2.Response(status, content=content, headers=headers or {}, request=request)
+
+
+@pytest.mark.parametrize("fixture", [f for f in FIXTURES if f.status], ids=lambda f: f.name)
+def test_an_httpx2_response_classifies_like_its_parts(fixture: Fixture) -> None:
+    response = _response(fixture.status or 0, fixture.body, dict(fixture.headers))
+    assert classify_failure(response) == _classify(fixture)
+
+
+def test_an_unread_streaming_response_still_classifies_by_status() -> None:
+    request = httpx2.Request("POST", "http://127.0.0.1:9/v1/messages")
+    stream = httpx2.ByteStream(b'{"error": {"message": "x"}}')
+    response = httpx2.Response(529, stream=stream, request=request)
+    assert classify_failure(response).kind is FailureKind.OVERLOADED
+
+
+def _sdk_modules() -> list[Any]:
+    return [importlib.import_module(name) for name in ("openai", "anthropic")]
+
+
+def _exception_classes(module: Any) -> list[type[BaseException]]:
+    found: dict[str, type[BaseException]] = {}
+    names = set(getattr(module, "__all__", ())) | set(dir(module))
+    for name in sorted(names):
+        value = getattr(module, name, None)
+        if isinstance(value, type) and issubclass(value, BaseException):
+            found[f"{value.__module__}.{value.__qualname__}"] = value
+    return list(found.values())
+
+
+_SDK_STATUS = {
+    "BadRequestError": 400,
+    "AuthenticationError": 401,
+    "OAuthError": 401,
+    "PaymentRequiredError": 402,
+    "PermissionDeniedError": 403,
+    "NotFoundError": 404,
+    "RequestTimeoutError": 408,
+    "ConflictError": 409,
+    "PreconditionFailedError": 412,
+    "ContentTooLargeError": 413,
+    "UnprocessableEntityError": 422,
+    "RateLimitError": 429,
+    "RequestHeaderFieldsTooLargeError": 431,
+    "ClientClosedRequestError": 499,
+    "InternalServerError": 500,
+    "HTTPNotImplementedError": 501,
+    "ServiceUnavailableError": 503,
+    "GatewayTimeoutError": 504,
+    "OverloadedError": 529,
+}
+
+
+def _status_for(cls: type[BaseException]) -> int:
+    declared = getattr(cls, "status_code", None)
+    if isinstance(declared, int):
+        return declared
+    for base in cls.__mro__:
+        if base.__name__ in _SDK_STATUS:
+            return _SDK_STATUS[base.__name__]
+    return 500
+
+
+def _completion() -> Any:
+    from openai.types.chat import ChatCompletion
+
+    return ChatCompletion.model_construct(
+        id="chatcmpl-1", choices=[], created=0, model="m", object="chat.completion", usage=None
+    )
+
+
+def _instantiate(cls: type[BaseException]) -> BaseException:
+    """Build ``cls`` the way its SDK does, with a real httpx2 request/response."""
+    request = httpx2.Request("POST", "http://127.0.0.1:9/v1/chat/completions")
+    attempts: list[Any] = []
+    if any(b.__name__ == "APIStatusError" for b in cls.__mro__):
+        status = _status_for(cls)
+        body = {"error": {"message": "refused", "type": "api_error"}}
+        response = httpx2.Response(status, json=body, request=request)
+        attempts += [
+            lambda: cls("refused", response=response, body=body),  # type: ignore[call-arg]
+            lambda: cls(response=response, body=body),  # type: ignore[call-arg]
+        ]
+    attempts += [
+        lambda: cls(request=request),  # type: ignore[call-arg]
+        lambda: cls(request),  # type: ignore[call-arg]
+        lambda: cls(httpx2.Response(500, request=request), None),  # type: ignore[call-arg]
+        lambda: cls("refused", request, body=None),  # type: ignore[call-arg]
+        lambda: cls("refused", unsent_messages=[]),  # type: ignore[call-arg]
+        lambda: cls(completion=_completion()),  # type: ignore[call-arg]
+        lambda: cls("refused"),
+        lambda: cls(),
+    ]
+    errors = []
+    for attempt in attempts:
+        try:
+            return attempt()  # type: ignore[no-any-return]
+        except TypeError as exc:
+            errors.append(str(exc))
+    raise AssertionError(f"could not build {cls.__qualname__}: {errors}")
+
+
+_SDK_CLASSES = [cls for module in _sdk_modules() for cls in _exception_classes(module)]
+
+
+@pytest.mark.parametrize("cls", _SDK_CLASSES, ids=lambda c: f"{c.__module__}.{c.__qualname__}")
+def test_every_exported_sdk_exception_maps_to_a_kind(cls: type[BaseException]) -> None:
+    failure = classify_failure(_instantiate(cls))
+    assert isinstance(failure.kind, FailureKind)
+    if any(b.__name__ == "APIStatusError" for b in cls.__mro__):
+        assert failure.status == _status_for(cls)
+        assert failure.kind is not FailureKind.UNKNOWN
+    elif any(b.__name__ == "APIConnectionError" for b in cls.__mro__):
+        assert failure.kind in (FailureKind.TIMEOUT, FailureKind.CONNECTION)
+        assert failure.retryable
+
+
+def test_sdk_exception_walk_found_the_status_errors() -> None:
+    names = {cls.__name__ for cls in _SDK_CLASSES}
+    assert {"APITimeoutError", "APIConnectionError", "RateLimitError", "OverloadedError"} <= names
+
+
+def test_sdk_timeout_and_connection_errors() -> None:
+    import anthropic
+    import openai
+
+    request = httpx2.Request("POST", "http://127.0.0.1:9/v1/messages")
+    for module in (openai, anthropic):
+        timeout = classify_failure(module.APITimeoutError(request=request))
+        assert timeout.kind is FailureKind.TIMEOUT and timeout.retryable
+        refused = module.APIConnectionError(request=request)
+        refused.__cause__ = ConnectionRefusedError(111, "Connection refused")
+        assert classify_failure(refused).kind is FailureKind.CONNECTION
+    assert classify_failure(TimeoutError("read")).kind is FailureKind.TIMEOUT
+
+
+def test_sdk_status_error_carries_body_and_headers() -> None:
+    import anthropic
+    import openai
+
+    body = {
+        "type": "error",
+        "error": {
+            "type": "invalid_request_error",
+            "message": "prompt is too long: 9 tokens > 8 maximum",
+        },
+    }
+    response = _response(400, body, {"request-id": "req_1", "anthropic-organization-id": "o"})
+    error = anthropic.BadRequestError("refused", response=response, body=body)
+    failure = classify_failure(error)
+    assert (failure.kind, failure.prompt_tokens, failure.context_window) == (
+        FailureKind.CONTEXT_OVERFLOW,
+        9,
+        8,
+    )
+    assert failure.provider == "anthropic"
+
+    inner = {
+        "message": "Rate limit reached for requests",
+        "type": "requests",
+        "code": "rate_limit_exceeded",
+    }
+    response = _response(429, {"error": inner}, {"retry-after": "7"})
+    limited = classify_failure(openai.RateLimitError("limited", response=response, body=inner))
+    assert (limited.kind, limited.retry_after, limited.code) == (
+        FailureKind.RATE_LIMIT,
+        7.0,
+        "rate_limit_exceeded",
+    )
+
+
+def test_explicit_parts_override_what_the_error_carries() -> None:
+    response = _response(500, {"error": {"message": "boom"}})
+    assert classify_failure(response, status=503).kind is FailureKind.OVERLOADED
+
+
+# --- TerminationReason --------------------------------------------------------------
+
+
+def test_only_provider_error_is_retryable() -> None:
+    retryable = {reason for reason in TerminationReason if reason.is_retryable}
+    assert retryable == {TerminationReason.PROVIDER_ERROR}
+    assert TerminationReason.CONTEXT_TRUNCATED.is_retryable is False
