@@ -10,7 +10,10 @@ name ends in ``Error``::
     │   │                          role, content of a wrong type) with strict=True
     │   └── UnknownFormatError     the wire format could not be detected or is not supported
     ├── ModelInfoError             a model limit or override that cannot be used
-    └── ConfigurationError         an argument that cannot work (negative window, ...)
+    ├── ConfigurationError         an argument that cannot work (negative window, ...)
+    └── ProviderError              a provider call failed; carries the classified Failure
+
+    SuspendRun (outside the tree)  raised by a tool to pause a run: a signal, not an error
 
 Provider failures are not exceptions of this tree: they are classified into a frozen
 ``Failure`` value by :func:`windowguard.classify_failure`.
@@ -18,11 +21,15 @@ Provider failures are not exceptions of this tree: they are classified into a fr
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "ConfigurationError",
     "ContextTruncatedError",
     "InvalidTranscriptError",
     "ModelInfoError",
+    "ProviderError",
+    "SuspendRun",
     "UnknownFormatError",
     "WindowGuardError",
 ]
@@ -81,3 +88,34 @@ class ContextTruncatedError(WindowGuardError):
             "nothing was sent. Shorten the system prompt or the newest tool result, lower "
             "max_tokens, or use a model with a larger window."
         )
+
+
+class ProviderError(WindowGuardError):
+    """A provider call failed; ``failure`` says how (a classified, frozen value).
+
+    Raised by windowguard's providers from the SDK's own exception
+    (``raise ProviderError(classify_failure(exc)) from exc``).
+    """
+
+    def __init__(self, failure: Any) -> None:
+        self.failure = failure
+        super().__init__(
+            f"{getattr(getattr(failure, 'kind', None), 'name', 'UNKNOWN')}: "
+            f"{getattr(failure, 'message', '') or 'provider call failed'}"
+        )
+
+
+class SuspendRun(Exception):
+    """Raised by a tool to pause the run (approval, human input, any wait).
+
+    A control signal, not an error: it stands outside the WindowGuardError tree, and its
+    name (fixed by the public API) does not end in ``Error`` for that reason.
+
+    The run ends with ``TerminationReason.SUSPENDED`` and a JSON-serialisable
+    ``RunState``; ``loop.resume(state, ...)`` continues it.
+    """
+
+    def __init__(self, reason: str, data: Any = None) -> None:
+        self.reason = reason
+        self.data = data
+        super().__init__(reason)
