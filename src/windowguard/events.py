@@ -18,12 +18,20 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 __all__ = [
+    "CalibrationUpdated",
     "ContextEmergencyShrink",
     "ContextEstimate",
     "ContextPressure",
     "Event",
     "MaxTokensShrunk",
+    "ModelCall",
     "PressureThresholdCrossed",
+    "ProviderErrorEvent",
+    "RetryScheduled",
+    "RunFinished",
+    "RunStarted",
+    "ToolCallEvent",
+    "ToolResultEvent",
     "TranscriptDeferred",
     "TranscriptPruned",
 ]
@@ -125,3 +133,106 @@ class ContextEmergencyShrink(Event):
     context_window: int
     safety_buffer: int
     floor: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunStarted(Event):
+    """A tool-loop run began (or resumed)."""
+
+    kind: ClassVar[str] = "run_started"
+    run_id: str
+    model: str
+    context_window: int
+    window_source: str
+    resumed: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelCall(Event):
+    """A live model call completed (replayed calls emit nothing, ADR 0020)."""
+
+    kind: ClassVar[str] = "model_call"
+    run_id: str
+    step: int
+    site: str
+    input_tokens: int | None
+    output_tokens: int | None
+    cache_read_tokens: int
+    cache_write_tokens: int
+    max_tokens: int | None
+    stop_reason: str | None
+    tool_calls: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CalibrationUpdated(Event):
+    """The estimator's calibration factor rose after a provider report."""
+
+    kind: ClassVar[str] = "calibration_updated"
+    factor: float
+    reported_tokens: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallEvent(Event):
+    """The loop is about to run a tool."""
+
+    kind: ClassVar[str] = "tool_call"
+    run_id: str
+    step: int
+    call_id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolResultEvent(Event):
+    """A tool finished (or failed; the model sees the error)."""
+
+    kind: ClassVar[str] = "tool_result"
+    run_id: str
+    step: int
+    call_id: str
+    name: str
+    is_error: bool
+    chars: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProviderErrorEvent(Event):
+    """A provider call failed; ``failure`` is its classification as a dict."""
+
+    kind: ClassVar[str] = "provider_error"
+    run_id: str
+    step: int
+    site: str
+    failure_kind: str
+    retryable: bool
+    status: int | None
+    message: str
+    decision: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetryScheduled(Event):
+    """The loop will retry a failed send (after ``delay_seconds``)."""
+
+    kind: ClassVar[str] = "retry_scheduled"
+    run_id: str
+    step: int
+    attempt: int
+    delay_seconds: float
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunFinished(Event):
+    """A run ended; ``termination`` is a TerminationReason name."""
+
+    kind: ClassVar[str] = "run_finished"
+    run_id: str
+    termination: str
+    iterations: int
+    model_calls: int
+    input_tokens: int
+    output_tokens: int
