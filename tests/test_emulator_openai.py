@@ -236,11 +236,13 @@ def test_overflow_is_the_sdks_error_and_classifies(
 
 
 def test_openai_output_cap_is_an_output_limit_error(o200k: TokenCounter) -> None:
-    with Emulator(
-        flavor="openai", context_window=8192, max_output_tokens=1024, tokenizer=o200k
-    ) as emu:
-        with pytest.raises(openai.BadRequestError) as caught:
-            client(emu).chat.completions.create(model="m", messages=TASK, max_tokens=2048)
+    with (
+        Emulator(
+            flavor="openai", context_window=8192, max_output_tokens=1024, tokenizer=o200k
+        ) as emu,
+        pytest.raises(openai.BadRequestError) as caught,
+    ):
+        client(emu).chat.completions.create(model="m", messages=TASK, max_tokens=2048)
     failure = classify_failure(caught.value)
     assert failure.kind is FailureKind.OUTPUT_LIMIT
     assert failure.requested_output == 2048
@@ -349,17 +351,21 @@ def test_sdk_retries_through_a_429(o200k: TokenCounter) -> None:
 def test_malformed_requests_are_clear_400s(
     flavor: str, messages: list[dict[str, Any]], needle: str, o200k: TokenCounter
 ) -> None:
-    with Emulator(flavor=flavor, tokenizer=o200k) as emu:
-        with pytest.raises(openai.BadRequestError) as caught:
-            client(emu).chat.completions.create(model="m", messages=messages)  # type: ignore[arg-type]
+    with (
+        Emulator(flavor=flavor, tokenizer=o200k) as emu,
+        pytest.raises(openai.BadRequestError) as caught,
+    ):
+        client(emu).chat.completions.create(model="m", messages=messages)  # type: ignore[arg-type]
     assert needle in caught.value.message
     assert classify_failure(caught.value).kind is FailureKind.INVALID_REQUEST
 
 
 def test_missing_messages_is_a_400(o200k: TokenCounter) -> None:
-    with Emulator(flavor="openai", tokenizer=o200k) as emu:
-        with pytest.raises(urllib.error.HTTPError) as caught:
-            raw_post(f"{emu.base_url}/chat/completions", {"model": "m"})
+    with (
+        Emulator(flavor="openai", tokenizer=o200k) as emu,
+        pytest.raises(urllib.error.HTTPError) as caught,
+    ):
+        raw_post(f"{emu.base_url}/chat/completions", {"model": "m"})
     body = json.loads(caught.value.read())
     caught.value.close()
     assert caught.value.code == 400

@@ -105,7 +105,7 @@ def main(
     except OSError as exc:
         print(f"windowguard emulate: cannot bind port {args.port}: {exc}", file=sys.stderr)
         return 2
-    with emulator:
+    try:
         url = emulator.root_url if args.flavor == "anthropic" else emulator.base_url
         print(url, file=stream, flush=True)
         print(
@@ -119,6 +119,8 @@ def main(
                 pass
         except KeyboardInterrupt:
             pass
+    finally:
+        emulator.close()
     return 0
 
 
