@@ -395,6 +395,7 @@ _FILTER_WORDS = _rx(
     r"content management policy|content[_ ]filter|responsibleaipolicyviolation|"
     r"content_policy_violation|flagged|moderation"
 )
+_CREDENTIAL_WORDS = _rx(r"credentials|identity token|api[_ ]key")
 _TIMEOUT_WORDS = _rx(r"timed out|timeout|deadline exceeded")
 _CONNECTION_WORDS = _rx(
     r"connection|connect error|network|remote ?protocol|server disconnected|broken pipe|"
@@ -912,8 +913,11 @@ def classify_failure(
         specific = [k for k in coded if k is not FailureKind.INVALID_REQUEST]
         if specific:
             kind = specific[0]
+        server_side = (FailureKind.SERVER, FailureKind.OVERLOADED, FailureKind.TIMEOUT)
         if kind is FailureKind.SERVER and http_status is not None and http_status >= 500:
             kind = _status_kind(http_status)  # 503/529 overload, 504 timeout: the status says more
+        elif kind in server_side and http_status is not None and 400 <= http_status < 500:
+            kind = None  # a client error whose body names a server cause: trust the status
     generic_status = http_status is None or http_status in (400, 413, 422)
     if kind is None and generic_status and _OVERFLOW_WORDS.search(message):
         kind = FailureKind.CONTEXT_OVERFLOW
@@ -923,6 +927,8 @@ def classify_failure(
         kind = FailureKind.CONTENT_FILTER
     if kind is None and http_status is not None:
         kind = _status_kind(http_status)
+    if kind is None and _CREDENTIAL_WORDS.search(message):
+        kind = FailureKind.AUTH  # an SDK that could not load credentials; nothing was sent
     if kind is None:
         coded = [_CODE_KINDS[c] for c in f.codes if c in _CODE_KINDS]
         kind = coded[0] if coded else FailureKind.UNKNOWN

@@ -171,7 +171,7 @@ def template_pattern(template: str) -> re.Pattern[str]:
             if part == "at_least":
                 out.append("(?P<at_least>at least )?")
             elif part == "model":
-                out.append(r"(?P<model>[\w.:/@-]+?)")
+                out.append(r"(?P<model>[\w.:/@-]*\w)")
             else:
                 out.append(f"(?P<{part}>\\d+)")
     return re.compile("".join(out), re.IGNORECASE)
@@ -401,7 +401,7 @@ def auth_error(flavor: Flavor) -> WireError:
 
 
 def rate_limit_error(flavor: Flavor, *, retry_after: float) -> WireError:
-    """A 429 with ``retry-after`` (whole seconds, rounded up) and ``retry-after-ms``.
+    """A 429 with ``retry-after`` and ``retry-after-ms``, both rounded up (never too short).
 
     The OpenAI and Anthropic SDKs read ``retry-after-ms`` first, then ``retry-after``.
     vLLM and llama.cpp never throttle by themselves (a gateway in front of them does);
@@ -424,7 +424,7 @@ def rate_limit_error(flavor: Flavor, *, retry_after: float) -> WireError:
         raise ConfigurationError(f"retry_after must be >= 0 seconds, got {retry_after!r}")
     headers = (
         ("retry-after", str(math.ceil(retry_after))),
-        ("retry-after-ms", str(round(retry_after * 1000))),
+        ("retry-after-ms", str(math.ceil(retry_after * 1000))),
     )
     if flavor == "anthropic":
         # Anthropic "Rate limits" guide; text as the API answered it in 2024-2025.
