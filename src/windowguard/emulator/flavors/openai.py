@@ -19,7 +19,6 @@ with no choices carries the usage; the stream ends with ``data: [DONE]``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -315,8 +314,3 @@ def discovery(flavor: str, path: str, *, model: str, context_window: int) -> dic
     if flavor == "vllm" and path == "/version":
         return {"version": "emulated"}
     return None
-
-
-def dumps(value: Any) -> bytes:
-    """Compact JSON bytes."""
-    return json.dumps(value, ensure_ascii=False).encode()
