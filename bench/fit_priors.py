@@ -146,7 +146,11 @@ def fit_weights(rows: list[tuple[tuple[int, ...], int]]) -> list[float]:
 def fit_family(family: str, corpus: list[dict[str, Any]]) -> dict[str, Any]:
     counter = ex.load(family)
     adversarial = ex.adversarial_texts()
-    rows: dict[str, dict[str, tuple[tuple[int, ...], int]]] = {"prose": {}, "dense": {}}
+    rows: dict[str, dict[str, tuple[tuple[int, ...], int]]] = {
+        "prose": {},
+        "dense": {},
+        "schema": {},
+    }
     seen: set[tuple[str, str]] = set()
     for transcript in corpus:
         for message in transcript["messages"]:
@@ -162,16 +166,19 @@ def fit_family(family: str, corpus: list[dict[str, Any]]) -> dict[str, Any]:
     for tools in corpus_tool_sets(corpus):
         for tool in tools:
             text = tool_text(tool)
-            rows["dense"][text] = (text_features(text), tool_presented_count(family, counter, tool))
+            rows["schema"][text] = (
+                text_features(text),
+                tool_presented_count(family, counter, tool),
+            )
     for text in adversarial.values():
         exact = counter.count(text)
-        for cls in ("prose", "dense"):
+        for cls in ("prose", "dense", "schema"):
             rows[cls][text] = (text_features(text), exact)
             # Tool results of escaping templates show the text JSON-escaped.
         if family in ESCAPES_RESULTS:
             escaped = counter.count(json.dumps(text, ensure_ascii=False))
             rows["dense"][text] = (text_features(text), max(exact, escaped))
-    weights = {cls: fit_weights(list(rows[cls].values())) for cls in ("prose", "dense")}
+    weights = {cls: fit_weights(list(rows[cls].values())) for cls in ("prose", "dense", "schema")}
     return {"weights": weights, "rows": rows}
 
 
@@ -208,7 +215,7 @@ def fit_overheads(
             else:
                 message_overhead = max(message_overhead, residual)
         if tools:
-            est = sum(text_estimate(weights["dense"], text_features(tool_text(t))) for t in tools)
+            est = sum(text_estimate(weights["schema"], text_features(tool_text(t))) for t in tools)
             tool_overhead = max(
                 tool_overhead, math.ceil(max(0, parts.tools_tokens - est) / len(tools))
             )
@@ -245,7 +252,7 @@ def derived(
     """Element-wise maximum of the measured families, scaled."""
     measured = [fitted[f] for f in EXACT_FAMILIES]
     out: dict[str, Any] = {"basis": basis}
-    for cls in ("prose", "dense"):
+    for cls in ("prose", "dense", "schema"):
         out[cls] = [
             math.ceil(max(m[cls][i] for m in measured) * scale * 10_000) / 10_000
             for i in range(len(FEATURES))
@@ -267,6 +274,7 @@ def fit_all() -> dict[str, dict[str, Any]]:
             "basis": f"fitted: exact {family} tokenizer, {TEMPLATE_OF[family]} template",
             "prose": weights["prose"],
             "dense": weights["dense"],
+            "schema": weights["schema"],
             **overheads,
         }
         print(family, fitted[family], file=sys.stderr)
@@ -275,15 +283,15 @@ def fit_all() -> dict[str, dict[str, Any]]:
     # Anthropic's tool-use system prompt costs 346 tokens (tool_choice auto/none).
     fitted["claude"] = derived(
         fitted,
-        1.3,
-        "derived: max of measured families x1.3; tool-use prompt 346 (ADR 0002)",
+        1.1,
+        "derived: max of measured families x1.1; tool-use prompt 346 (ADR 0002)",
         {"tools_block": 346},
     )
     for name in ("gemini", "deepseek"):
         fitted[name] = derived(
             fitted,
-            1.1,
-            "derived: max of measured families x1.1 (ADR 0002)",
+            1.0,
+            "derived: max of measured families (ADR 0002)",
         )
     return fitted
 

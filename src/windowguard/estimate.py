@@ -139,6 +139,8 @@ class FamilyPriors:
         name: the family (``"o200k"``, ``"claude"`` ...).
         prose_weights: tokens per unit of each feature in :data:`FEATURES`, for prose.
         dense_weights: the same for dense machine text.
+        schema_weights: the same for a tool schema's JSON text (families render schemas
+            their own way: TypeScript for OpenAI, indented JSON for Llama 3 ...).
         message_tokens: framing the chat template adds per message.
         tool_call_tokens: framing per tool call (the call's name and arguments are text).
         media_item_tokens: fixed cost of one image, audio clip or document.
@@ -152,6 +154,7 @@ class FamilyPriors:
     name: str
     prose_weights: tuple[float, ...]
     dense_weights: tuple[float, ...]
+    schema_weights: tuple[float, ...]
     message_tokens: int
     tool_call_tokens: int
     media_item_tokens: int
@@ -166,6 +169,7 @@ def _priors(name: str, fitted: Mapping[str, Any], basis: str) -> FamilyPriors:
         name=name,
         prose_weights=tuple(fitted["prose"]),
         dense_weights=tuple(fitted["dense"]),
+        schema_weights=tuple(fitted.get("schema", fitted["dense"])),
         message_tokens=int(fitted["message"]),
         tool_call_tokens=int(fitted["tool_call"]),
         media_item_tokens=int(fitted.get("media", 1600)),
@@ -184,6 +188,7 @@ _FITTED: dict[str, dict[str, Any]] = {
         "basis": "fitted: exact o200k tokenizer, openai template",
         "prose": [0.1263, 0.9949, 1.0782, 0.9964, 0.4662, 0.6695, 0.1324, 2.5548, 1.8738],
         "dense": [0.3, 0.6465, 0.8876, 0.325, 0.4667, 0.5125, 0.0, 0.4632, 1.7],
+        "schema": [0.1368, 1.0284, 0.6933, 0.4883, 0.0, 1.0333, 0.2031, 0.6265, 1.8633],
         "message": 4,
         "tool_call": 5,
         "tool": 0,
@@ -194,6 +199,7 @@ _FITTED: dict[str, dict[str, Any]] = {
         "basis": "fitted: exact cl100k tokenizer, openai template",
         "prose": [0.0964, 1.1319, 0.9929, 1.1603, 0.5619, 0.8145, 0.6195, 2.5893, 2.9037],
         "dense": [0.2667, 0.7904, 0.9209, 0.3584, 0.6556, 0.5459, 0.4201, 0.7959, 2.8584],
+        "schema": [0.1456, 1.0919, 0.6771, 0.4795, 0.0, 1.0318, 0.663, 1.0448, 2.943],
         "message": 4,
         "tool_call": 6,
         "tool": 0,
@@ -204,6 +210,7 @@ _FITTED: dict[str, dict[str, Any]] = {
         "basis": "fitted: exact llama3 tokenizer, llama3 template",
         "prose": [0.0963, 1.1263, 0.9944, 1.1613, 0.5626, 0.8132, 0.2474, 2.5904, 2.9038],
         "dense": [0.1667, 0.9853, 1.8334, 0.8334, 1.5556, 0.0, 0.0157, 1.8334, 4.8334],
+        "schema": [0.1621, 1.0359, 0.6506, 0.7742, 0.0, 1.0254, 0.2658, 0.838, 2.838],
         "message": 8,
         "tool_call": 5,
         "tool": 0,
@@ -214,6 +221,7 @@ _FITTED: dict[str, dict[str, Any]] = {
         "basis": "fitted: exact llama4 tokenizer, llama3 template",
         "prose": [0.0935, 1.0467, 1.0233, 1.1632, 0.5807, 0.7899, 0.2282, 2.5671, 1.9066],
         "dense": [0.1667, 0.9, 1.8334, 0.8334, 1.5556, 0.0, 0.0, 1.3334, 3.8334],
+        "schema": [0.1525, 0.958, 0.6691, 0.8382, 0.0, 1.0261, 0.2562, 0.8476, 1.8476],
         "message": 8,
         "tool_call": 5,
         "tool": 0,
@@ -224,6 +232,7 @@ _FITTED: dict[str, dict[str, Any]] = {
         "basis": "fitted: exact qwen tokenizer, qwen template",
         "prose": [0.1261, 1.0723, 1.2121, 1.0344, 0.4351, 0.5359, 0.3519, 1.9465, 0.874],
         "dense": [0.262, 0.7997, 0.9958, 0.3631, 0.6822, 0.4803, 0.1664, 0.6394, 0.9805],
+        "schema": [0.0659, 1.1931, 1.3079, 0.5592, 0.5782, 0.5606, 0.4097, 0.9022, 1.1577],
         "message": 9,
         "tool_call": 8,
         "tool": 0,
@@ -234,6 +243,7 @@ _FITTED: dict[str, dict[str, Any]] = {
         "basis": "fitted: exact mistral tokenizer, mistral template",
         "prose": [0.1382, 1.1308, 1.2052, 1.0438, 0.3716, 0.8339, 0.1127, 2.5966, 3.8619],
         "dense": [0.1667, 1.0738, 1.8334, 0.8334, 1.7223, 0.0, 0.0, 1.3334, 5.8334],
+        "schema": [0.0674, 1.2728, 1.3178, 0.6202, 0.5614, 0.5476, 0.1745, 0.9327, 4.0755],
         "message": 7,
         "tool_call": 5,
         "tool": 0,
@@ -241,34 +251,37 @@ _FITTED: dict[str, dict[str, Any]] = {
         "request": 1,
     },
     "claude": {
-        "basis": "derived: max of measured families x1.3; tool-use prompt 346 (ADR 0002)",
-        "prose": [0.1797, 1.4715, 1.5758, 1.5122, 0.755, 1.0841, 0.8054, 3.3756, 5.0205],
-        "dense": [0.39, 1.396, 2.3835, 1.0835, 2.239, 0.7097, 0.5462, 2.3835, 7.5835],
-        "message": 12,
-        "tool_call": 11,
+        "basis": "derived: max of measured families x1.1; tool-use prompt 346 (ADR 0002)",
+        "prose": [0.1521, 1.2451, 1.3334, 1.2796, 0.6388, 0.9173, 0.6815, 2.8563, 4.2481],
+        "dense": [0.33, 1.1812, 2.0168, 0.9168, 1.8946, 0.6005, 0.4622, 2.0168, 6.4168],
+        "schema": [0.1784, 1.4001, 1.4496, 0.9221, 0.6361, 1.1367, 0.7294, 1.1493, 4.4831],
+        "message": 10,
+        "tool_call": 9,
         "tool": 0,
         "tools_block": 346,
-        "request": 46,
+        "request": 39,
     },
     "gemini": {
-        "basis": "derived: max of measured families x1.1 (ADR 0002)",
-        "prose": [0.1521, 1.2451, 1.3334, 1.2796, 0.6388, 0.9173, 0.6815, 2.8563, 4.2481],
-        "dense": [0.33, 1.1812, 2.0168, 0.9168, 1.8946, 0.6005, 0.4622, 2.0168, 6.4168],
-        "message": 10,
-        "tool_call": 9,
+        "basis": "derived: max of measured families (ADR 0002)",
+        "prose": [0.1382, 1.1319, 1.2121, 1.1632, 0.5807, 0.8339, 0.6196, 2.5966, 3.8619],
+        "dense": [0.3, 1.0738, 1.8334, 0.8334, 1.7223, 0.546, 0.4201, 1.8334, 5.8334],
+        "schema": [0.1621, 1.2728, 1.3178, 0.8382, 0.5783, 1.0334, 0.663, 1.0448, 4.0755],
+        "message": 9,
+        "tool_call": 8,
         "tool": 0,
         "tools_block": 0,
-        "request": 39,
+        "request": 35,
     },
     "deepseek": {
-        "basis": "derived: max of measured families x1.1 (ADR 0002)",
-        "prose": [0.1521, 1.2451, 1.3334, 1.2796, 0.6388, 0.9173, 0.6815, 2.8563, 4.2481],
-        "dense": [0.33, 1.1812, 2.0168, 0.9168, 1.8946, 0.6005, 0.4622, 2.0168, 6.4168],
-        "message": 10,
-        "tool_call": 9,
+        "basis": "derived: max of measured families (ADR 0002)",
+        "prose": [0.1382, 1.1319, 1.2121, 1.1632, 0.5807, 0.8339, 0.6196, 2.5966, 3.8619],
+        "dense": [0.3, 1.0738, 1.8334, 0.8334, 1.7223, 0.546, 0.4201, 1.8334, 5.8334],
+        "schema": [0.1621, 1.2728, 1.3178, 0.8382, 0.5783, 1.0334, 0.663, 1.0448, 4.0755],
+        "message": 9,
+        "tool_call": 8,
         "tool": 0,
         "tools_block": 0,
-        "request": 39,
+        "request": 35,
     },
 }
 # END FITTED PRIORS
@@ -412,7 +425,10 @@ class Estimator:
         total = priors.tools_block_tokens
         for index, tool in enumerate(tools):
             text = _tool_text(tool, index)
-            total += priors.tool_tokens + self.text_tokens(text, "dense")
+            if self._counter is not None:
+                total += priors.tool_tokens + int(self._counter.count(text))
+            else:
+                total += priors.tool_tokens + _heuristic_tokens(priors.schema_weights, text)
         return total
 
     def count(
