@@ -277,6 +277,7 @@ def _instantiate(cls: type[BaseException]) -> BaseException:
 
 
 _SDK_CLASSES = [cls for module in _sdk_modules() for cls in _exception_classes(module)]
+_SDK_API_ERRORS = tuple(module.APIError for module in _sdk_modules())
 
 
 @pytest.mark.parametrize("cls", _SDK_CLASSES, ids=lambda c: f"{c.__module__}.{c.__qualname__}")
@@ -358,3 +359,127 @@ def test_only_provider_error_is_retryable() -> None:
     retryable = {reason for reason in TerminationReason if reason.is_retryable}
     assert retryable == {TerminationReason.PROVIDER_ERROR}
     assert TerminationReason.CONTEXT_TRUNCATED.is_retryable is False
+
+
+# --- the real SDKs over a mock transport --------------------------------------------
+
+
+def _sdk_client(sdk: str, handler: Any) -> Any:
+    import anthropic
+    import openai
+
+    http = httpx2.Client(transport=httpx2.MockTransport(handler))
+    if sdk == "anthropic":
+        return anthropic.Anthropic(
+            api_key="k", base_url="http://127.0.0.1:9", http_client=http, max_retries=0
+        )
+    return openai.OpenAI(
+        api_key="k", base_url="http://127.0.0.1:9/v1", http_client=http, max_retries=0
+    )
+
+
+def _sdk_call(client: Any, sdk: str) -> None:
+    messages = [{"role": "user", "content": "hi"}]
+    if sdk == "anthropic":
+        client.messages.create(model="m", max_tokens=10, messages=messages)
+    else:
+        client.chat.completions.create(model="m", messages=messages)
+
+
+@pytest.mark.parametrize("fixture", [f for f in FIXTURES if f.status], ids=lambda f: f.name)
+def test_fixture_raised_by_the_real_sdk_classifies_the_same(fixture: Fixture) -> None:
+    """Serve the fixture to the SDK and classify the exception the SDK itself raises."""
+    sdk = "anthropic" if fixture.provider == "anthropic" else "openai"
+    text = fixture.body if isinstance(fixture.body, str) else json.dumps(fixture.body)
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(fixture.status or 0, content=text, headers=dict(fixture.headers))
+
+    with pytest.raises(_SDK_API_ERRORS) as caught:
+        _sdk_call(_sdk_client(sdk, handler), sdk)
+    failure = classify_failure(caught.value)
+    expected = _classify(fixture)
+    assert (failure.kind, failure.status, failure.retryable) == (
+        expected.kind,
+        expected.status,
+        expected.retryable,
+    )
+    numbers = ("prompt_tokens", "context_window", "requested_output", "max_output_tokens")
+    assert [getattr(failure, n) for n in numbers] == [getattr(expected, n) for n in numbers]
+    assert failure.prompt_tokens_is_lower_bound is expected.prompt_tokens_is_lower_bound
+    assert failure.retry_after == expected.retry_after
+
+
+def test_responses_stream_error_and_failed_events_from_the_sdk() -> None:
+    error_event = {
+        "type": "error",
+        "code": "context_length_exceeded",
+        "message": "Your input exceeds the context window of this model. Please adjust your "
+        "input and try again.",
+        "param": "input",
+        "sequence_number": 1,
+    }
+    failed_event = {
+        "type": "response.failed",
+        "sequence_number": 2,
+        "response": {
+            "id": "resp_1",
+            "object": "response",
+            "created_at": 0,
+            "model": "m",
+            "output": [],
+            "status": "failed",
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
+            "error": {"code": "server_error", "message": "The model produced an error."},
+        },
+    }
+    stream = "".join(
+        f"event: {event['type']}\ndata: {json.dumps(event)}\n\n"
+        for event in (error_event, failed_event)
+    )
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, content=stream, headers={"content-type": "text/event-stream"})
+
+    client = _sdk_client("openai", handler)
+    kinds = [
+        classify_failure(event).kind
+        for event in client.responses.create(model="m", input="hi", stream=True)
+    ]
+    assert kinds == [FailureKind.CONTEXT_OVERFLOW, FailureKind.SERVER]
+
+
+def test_chat_stream_error_chunk_raised_by_the_sdk() -> None:
+    chunk = {
+        "error": {
+            "code": 400,
+            "message": "request (9000 tokens) exceeds the available context size (8192 "
+            "tokens), try increasing it",
+            "type": "exceed_context_size_error",
+            "n_prompt_tokens": 9000,
+            "n_ctx": 8192,
+        }
+    }
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(
+            200,
+            content=f"data: {json.dumps(chunk)}\n\n",
+            headers={"content-type": "text/event-stream"},
+        )
+
+    client = _sdk_client("openai", handler)
+    with pytest.raises(_SDK_API_ERRORS) as caught:
+        for _ in client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "x"}], stream=True
+        ):
+            pass
+    failure = classify_failure(caught.value)
+    assert (failure.kind, failure.prompt_tokens, failure.context_window, failure.provider) == (
+        FailureKind.CONTEXT_OVERFLOW,
+        9000,
+        8192,
+        "llamacpp",
+    )

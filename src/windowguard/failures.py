@@ -609,6 +609,13 @@ def _normalise(
         signal = _from_exception(error)
     elif isinstance(error, (Mapping, str, bytes, bytearray)):
         signal = _Signal(None, {}, error, "")
+    elif callable(getattr(error, "model_dump", None)):
+        # An SDK's typed stream event (ResponseErrorEvent, ResponseFailedEvent ...).
+        try:
+            dumped = error.model_dump()  # type: ignore[attr-defined]
+        except Exception:
+            dumped = None
+        signal = _Signal(None, {}, dumped, str(error))
     elif _status_of(error) is not None and hasattr(error, "headers"):
         signal = _Signal(
             _status_of(error), _lower_headers(error.headers), _response_body(error), ""
