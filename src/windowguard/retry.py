@@ -28,9 +28,10 @@ Decisions (a closed union on ``kind``):
 
 How the tool loop uses it, per provider send::
 
-    history = SendHistory()
+    history, safety = SendHistory(), None
     while True:
-        fit = manager.fit(messages, tools=tools, max_tokens=cap_for_run or max_tokens, ...)
+        fit = manager.fit(messages, tools=tools, max_tokens=cap_for_run or max_tokens,
+                          safety=safety, ...)
         try:
             reply = provider.send(fit)
             break
@@ -39,12 +40,13 @@ How the tool loop uses it, per provider send::
         decision = policy.decide(failure, history, random=rng.random)
         history = history.after(failure)
         match decision:
-            case Refit(observed_prompt_tokens=p, safety=s):
-                manager.observe_overflow(p); safety = s      # then loop: fit again
+            case Refit(observed_prompt_tokens=p, context_window=w, safety=s):
+                manager.observe_overflow(p, w)   # exact counts only; a smaller window
+                safety = s                       # then loop: fit again, send once more
             case ClampOutput(max_output_tokens=c):
-                cap_for_run = c                                # kept for the whole run
+                cap_for_run = c                  # kept for the whole run
             case Backoff(delay=d):
-                sleep(d)                                       # the driver's own clock
+                sleep(d)                         # the driver's own (injected) clock
             case Stop(termination=t):
                 return RunResult(termination=t, failure=failure, ...)
             case _:
