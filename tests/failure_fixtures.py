@@ -184,6 +184,23 @@ FIXTURES: tuple[Fixture, ...] = (
         max_output_tokens=4096,
     ),
     Fixture(
+        name="openai-responses-max-output-tokens-above-max",
+        source="OpenAI 400 code integer_above_max_value: \"Invalid 'param': integer above "
+        'maximum value. Expected a value <= N, but got M instead." (OpenAI parameter '
+        "validation wording; sibling of string_above_max_length)",
+        status=400,
+        body=_openai(
+            "Invalid 'max_output_tokens': integer above maximum value. Expected a value <= "
+            "128000, but got 200000 instead.",
+            type_="invalid_request_error",
+            param="max_output_tokens",
+            code="integer_above_max_value",
+        ),
+        kind=K.OUTPUT_LIMIT,
+        requested_output=200000,
+        max_output_tokens=128000,
+    ),
+    Fixture(
         name="openai-output-cap-via-litellm",
         source="https://github.com/enoch3712/ExtractThinker/issues/346",
         status=400,

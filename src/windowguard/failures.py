@@ -359,6 +359,14 @@ _OUTPUT_RULES: tuple[_Rule, ...] = (
         ),
         "vllm",
     ),
+    # OpenAI Responses: code integer_above_max_value on max_output_tokens.
+    _Rule(
+        _rx(
+            r"Invalid '(?:max_output_tokens|max_tokens|max_completion_tokens)': integer above "
+            r"maximum value\. Expected a value <= (?P<max_output_tokens>\d+), but got "
+            r"(?P<requested_output>\d+) instead"
+        )
+    ),
     # Gemini / Vertex: the upper end of the range is exclusive.
     _Rule(
         _rx(
@@ -875,10 +883,9 @@ def classify_failure(
             kind=signal.transport, retryable=True, message=message, provider=_header_provider(hdrs)
         )
 
-    codes = set(f.codes)
     amzn = hdrs.get("x-amzn-errortype", "").split(":")[0].lower()
-    if amzn:
-        codes.add(amzn)
+    code_list = [*f.codes, amzn] if amzn else list(f.codes)
+    codes = set(code_list)
     kind: FailureKind | None = None
     numbers: dict[str, int] = {}
     rule_provider: str | None = None
@@ -916,7 +923,7 @@ def classify_failure(
     if kind is None and (f.n_prompt_tokens is not None or "exceed_context_size_error" in codes):
         kind, rule_provider = FailureKind.CONTEXT_OVERFLOW, "llamacpp"
     if kind is None:
-        coded = [_CODE_KINDS[c] for c in f.codes if c in _CODE_KINDS]
+        coded = [_CODE_KINDS[c] for c in code_list if c in _CODE_KINDS]
         specific = [k for k in coded if k is not FailureKind.INVALID_REQUEST]
         if specific:
             kind = specific[0]
@@ -937,7 +944,7 @@ def classify_failure(
     if kind is None and _CREDENTIAL_WORDS.search(message):
         kind = FailureKind.AUTH  # an SDK that could not load credentials; nothing was sent
     if kind is None:
-        coded = [_CODE_KINDS[c] for c in f.codes if c in _CODE_KINDS]
+        coded = [_CODE_KINDS[c] for c in code_list if c in _CODE_KINDS]
         kind = coded[0] if coded else FailureKind.UNKNOWN
 
     if kind is FailureKind.CONTEXT_OVERFLOW:
