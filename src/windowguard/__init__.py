@@ -38,6 +38,8 @@ from .exceptions import ConfigurationError as ConfigurationError
 from .exceptions import ContextTruncatedError as ContextTruncatedError
 from .exceptions import InvalidTranscriptError as InvalidTranscriptError
 from .exceptions import ModelInfoError as ModelInfoError
+from .exceptions import ProviderError as ProviderError
+from .exceptions import SuspendRun as SuspendRun
 from .exceptions import UnknownFormatError as UnknownFormatError
 from .exceptions import WindowGuardError as WindowGuardError
 from .failures import Failure as Failure
@@ -45,8 +47,16 @@ from .failures import FailureKind as FailureKind
 from .failures import TerminationReason as TerminationReason
 from .failures import classify_failure as classify_failure
 from .gauge import ContextGauge as ContextGauge
+from .journal import RunState as RunState
+from .journal import SqliteJournal as SqliteJournal
+from .loop import AsyncToolLoop as AsyncToolLoop
+from .loop import RunResult as RunResult
+from .loop import ToolLoop as ToolLoop
 from .manager import ContextWindowManager as ContextWindowManager
 from .manager import Fit as Fit
+from .providers.fake import AsyncFakeProvider as AsyncFakeProvider
+from .providers.fake import FakeCalls as FakeCalls
+from .providers.fake import FakeProvider as FakeProvider
 from .retry import RetryDecision as RetryDecision
 from .retry import RetryPolicy as RetryPolicy
 from .shapes import Segment as Segment
@@ -54,6 +64,8 @@ from .shapes import Shape as Shape
 from .shrink import ShrinkResult as ShrinkResult
 from .shrink import fit_max_tokens as fit_max_tokens
 from .shrink import shrink_max_tokens as shrink_max_tokens
+from .tools import Tool as Tool
+from .tools import tool as tool
 from .turns import Segmentation as Segmentation
 from .turns import segment as segment
 
@@ -62,6 +74,8 @@ __version__ = "0.1.0"
 __all__ = [
     "FALLBACK_WINDOW",
     "NO_USAGE",
+    "AsyncFakeProvider",
+    "AsyncToolLoop",
     "Budget",
     "Calibration",
     "ConfigurationError",
@@ -75,6 +89,8 @@ __all__ = [
     "Event",
     "Failure",
     "FailureKind",
+    "FakeCalls",
+    "FakeProvider",
     "Fit",
     "HFTokenizerCounter",
     "InvalidTranscriptError",
@@ -82,15 +98,22 @@ __all__ = [
     "ModelInfo",
     "ModelInfoError",
     "PressureThresholdCrossed",
+    "ProviderError",
     "RetryDecision",
     "RetryPolicy",
+    "RunResult",
+    "RunState",
     "Segment",
     "Segmentation",
     "Shape",
     "ShrinkResult",
+    "SqliteJournal",
+    "SuspendRun",
     "TerminationReason",
     "TiktokenCounter",
     "TokenCounter",
+    "Tool",
+    "ToolLoop",
     "TranscriptDeferred",
     "TranscriptPruned",
     "UnknownFormatError",
@@ -108,4 +131,5 @@ __all__ = [
     "resolve_model_info",
     "segment",
     "shrink_max_tokens",
+    "tool",
 ]

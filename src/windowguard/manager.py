@@ -206,6 +206,30 @@ class ContextWindowManager:
         if reported is not None and self._last_raw:
             self.calibration.observe(reported, self._last_raw)
 
+    def observe_overflow(
+        self, prompt_tokens: int | None = None, context_window: int | None = None
+    ) -> None:
+        """Learn from a provider's overflow refusal of the last fitted request.
+
+        Args:
+            prompt_tokens: the prompt size the provider stated, when exact (never a
+                lower bound): the calibration grows to match it.
+            context_window: the window the provider stated; adopted when smaller than
+                the one in use (the provider knows what it serves).
+        """
+        if prompt_tokens is not None and self._last_raw:
+            self.calibration.observe(prompt_tokens, self._last_raw)
+        info = self.model_info
+        if context_window is not None and 0 < context_window < info.context_window:
+            self.model_info = replace(
+                info,
+                context_window=context_window,
+                max_output_tokens=_at_most(info.max_output_tokens, context_window),
+                max_input_tokens=_at_most(info.max_input_tokens, context_window),
+                source="discovered",
+                origin="the provider's overflow error",
+            )
+
     # -- fitting ---------------------------------------------------------------------
 
     def fit(
@@ -483,6 +507,10 @@ class ContextWindowManager:
                 self._tools = tools_cached
             fixed += tools_cached[2]
         return fixed
+
+
+def _at_most(value: int | None, limit: int) -> int | None:
+    return None if value is None else min(value, limit)
 
 
 def _resolve_model_info(

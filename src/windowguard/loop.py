@@ -1,0 +1,555 @@
+"""The tool loop: ``ToolLoop`` and ``AsyncToolLoop``, thin drivers over one machine.
+
+Every rule of the loop — the three guarded send sites, fitting, calibration, the
+retry policy, termination reasons, suspension — lives in the sans-I/O
+:class:`~windowguard._machine.LoopMachine`. A driver only performs the machine's
+actions: it calls the provider (or replays the journalled answer), runs tools
+(sync: one after another; async: concurrently), sleeps, and journals every model call
+and tool result before handing it back.
+
+Example:
+    >>> import windowguard as wg
+    >>> from windowguard.providers.fake import FakeCalls, FakeProvider
+    >>> @wg.tool
+    ... def add(a: int, b: int) -> int:
+    ...     '''Add two numbers.'''
+    ...     return a + b
+    >>> provider = FakeProvider([FakeCalls(("add", {"a": 2, "b": 3})), "5"])
+    >>> loop = wg.ToolLoop(provider, tools=[add], manager=wg.ContextWindowManager("gpt-4o"))
+    >>> result = loop.run([{"role": "user", "content": "2 + 3?"}])
+    >>> result.termination.name, result.text, len(result.messages)
+    ('COMPLETED', '5', 4)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random as _random
+import time
+from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping, Sequence
+from typing import Any
+
+from ._machine import (
+    LoopMachine,
+    ModelAnswer,
+    RunResult,
+    RunTools,
+    RunUsage,
+    SendModel,
+    Sleep,
+    Suspension,
+    ToolsAnswer,
+    default_run_id,
+)
+from .events import Event
+from .exceptions import ConfigurationError, ProviderError, SuspendRun
+from .journal import RunState, SqliteJournal, transcript_digest
+from .manager import ContextWindowManager
+from .providers.base import (
+    AsyncProvider,
+    ModelResponse,
+    Provider,
+    StreamDelta,
+    ToolCall,
+    ToolResult,
+)
+from .retry import RetryPolicy
+from .sinks import emit
+from .tools import Tool, execute_tool, execute_tool_async
+
+__all__ = ["AsyncRunStream", "AsyncToolLoop", "RunResult", "RunStream", "RunUsage", "ToolLoop"]
+
+logger = logging.getLogger("windowguard")
+
+
+class _LoopBase:
+    def __init__(
+        self,
+        provider: Provider | AsyncProvider,
+        *,
+        tools: Sequence[Tool] = (),
+        manager: ContextWindowManager | None = None,
+        max_iterations: int = 25,
+        max_tokens: int | None = None,
+        sinks: Sequence[Callable[[Event], None]] = (),
+        journal: SqliteJournal | None = None,
+        tool_timeout: float | None = None,
+        retry_policy: RetryPolicy | None = None,
+        pressure_thresholds: Sequence[float] = (0.8, 0.95),
+        random: Callable[[], float] | None = None,
+    ) -> None:
+        if not isinstance(max_iterations, int) or max_iterations < 0:
+            raise ConfigurationError(f"max_iterations must be an int >= 0, got {max_iterations!r}")
+        if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens <= 0):
+            raise ConfigurationError(f"max_tokens must be a positive int, got {max_tokens!r}")
+        by_name: dict[str, Tool] = {}
+        for t in tools:
+            if not isinstance(t, Tool):
+                raise ConfigurationError(
+                    f"tools must be windowguard Tool values (use @windowguard.tool), got {t!r}"
+                )
+            if t.name in by_name:
+                raise ConfigurationError(f"two tools are named {t.name!r}")
+            by_name[t.name] = t
+        self.provider = provider
+        self.tools = by_name
+        self.manager = manager
+        self.max_iterations = max_iterations
+        self.max_tokens = max_tokens
+        self.sinks = tuple(sinks)
+        self.journal = journal
+        self.tool_timeout = tool_timeout
+        self.retry_policy = retry_policy or RetryPolicy()
+        self.pressure_thresholds = tuple(pressure_thresholds)
+        self.random = random if random is not None else _random.Random(0).random
+        self._cancel = False
+
+    def cancel(self) -> None:
+        """Ask running runs to stop at the next step boundary (termination CANCELLED)."""
+        self._cancel = True
+
+    def _machine(self, extra_sink: Callable[[Event], None] | None = None) -> LoopMachine:
+        if self.manager is not None:
+            info = self.manager.model_info
+        else:
+            info = self.provider.model_info()
+        sinks = self.sinks if extra_sink is None else (*self.sinks, extra_sink)
+        return LoopMachine(
+            provider_format=self.provider.format,
+            model=self.provider.model,
+            window=info.context_window,
+            window_source=info.source,
+            tool_specs=[t.spec for t in self.tools.values()],
+            tool_result_messages=self.provider.tool_result_messages,
+            user_message=self.provider.user_message,
+            manager=self.manager,
+            max_iterations=self.max_iterations,
+            max_tokens=self.max_tokens,
+            policy=self.retry_policy,
+            random=self.random,
+            emit=lambda event: emit(event, sinks),
+            thresholds=self.pressure_thresholds,
+            cancelled=lambda: self._cancel,
+        )
+
+    def _start(
+        self, messages: Sequence[Any], system: Any, run_id: str | None
+    ) -> tuple[list[Any], str]:
+        if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
+            raise ConfigurationError(
+                f"messages must be a list of messages, got {type(messages).__name__}"
+            )
+        transcript = list(messages)
+        if run_id is None:
+            if self.journal is not None:
+                raise ConfigurationError("a journalled run needs an explicit run_id")
+            run_id = default_run_id(transcript, system, self.provider.model)
+        if self.journal is not None:
+            digest = transcript_digest(transcript, system, sorted(self.tools), self.provider.model)
+            self.journal.begin_run(run_id, digest)
+        return transcript, run_id
+
+    def _replayed_response(self, run_id: str, action: SendModel) -> ModelAnswer | None:
+        if self.journal is None:
+            return None
+        found = self.journal.model_call(run_id, action.step)
+        return None if found is None else ModelAnswer(response=found, replayed=True)
+
+    def _record_response(self, run_id: str, step: int, response: ModelResponse) -> None:
+        if self.journal is not None:
+            self.journal.record_model_call(run_id, step, response)
+
+    def _journalled_result(self, run_id: str, step: int, position: int) -> ToolResult | None:
+        if self.journal is None:
+            return None
+        return self.journal.tool_result(run_id, step, position)
+
+    def _record_result(self, run_id: str, step: int, position: int, result: ToolResult) -> None:
+        if self.journal is not None:
+            self.journal.record_tool_result(run_id, step, position, result)
+
+    def _finished(self, result: RunResult) -> RunResult:
+        if self.journal is not None:
+            self.journal.finish_run(result.run_id, result.termination.name, result.state)
+        return result
+
+
+class ToolLoop(_LoopBase):
+    """Runs an agent tool loop with a synchronous provider.
+
+    Args:
+        provider: a synchronous provider (``OpenAIChatProvider``, ``AnthropicProvider``,
+            ``FakeProvider`` ...).
+        tools: the tools the model may call.
+        manager: fits every send into the window; None sends the full transcript
+            unchanged (every enforcement site a no-op). Each run gets its own copy.
+        max_iterations: tool iterations before the cap-hit synthesis call.
+        max_tokens: the reply budget requested per send.
+        sinks: event sinks (any ``Callable[[Event], None]``).
+        journal: a :class:`~windowguard.journal.SqliteJournal` making runs durable.
+        tool_timeout: seconds before a tool call is abandoned (an error result).
+        retry_policy: how to react to provider failures.
+        pressure_thresholds: context-pressure levels reported once when crossed.
+        random: a ``() -> float`` source for backoff jitter (deterministic by default).
+        sleep: the function that waits (injected in tests).
+    """
+
+    def __init__(
+        self,
+        provider: Provider,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        **options: Any,
+    ) -> None:
+        super().__init__(provider, **options)
+        self._provider = provider
+        self._sleep = sleep
+
+    def run(
+        self, messages: Sequence[Any], *, run_id: str | None = None, system: Any = None
+    ) -> RunResult:
+        """Run the loop on ``messages`` (the full transcript is returned, never pruned).
+
+        Args:
+            messages: the starting transcript in the provider's wire format.
+            run_id: the run's id; required with a journal (a restart uses the same id).
+            system: Anthropic's separate system prompt.
+        """
+        transcript, run_id = self._start(messages, system, run_id)
+        machine = self._machine()
+        flow = machine.run(transcript, run_id=run_id, system=system)
+        return self._drive(machine, flow, run_id, None)
+
+    def resume(self, state: RunState, *, results: Mapping[str, str] | None = None) -> RunResult:
+        """Continue a SUSPENDED run.
+
+        Args:
+            state: the run's state (``RunResult.state``, possibly through JSON).
+            results: tool results to use instead of running the calls again, by call id
+                (for example the human's answer to an approval request).
+        """
+        machine = self._machine()
+        flow = machine.run(
+            list(state.messages),
+            run_id=state.run_id,
+            system=state.system,
+            resume=state,
+            supplied=results,
+        )
+        return self._drive(machine, flow, state.run_id, None)
+
+    def stream(
+        self, messages: Sequence[Any], *, run_id: str | None = None, system: Any = None
+    ) -> RunStream:
+        """Run the loop, yielding text deltas and events as they happen.
+
+        Iterate the returned :class:`RunStream`; its ``result`` is set at the end.
+        """
+        transcript, run_id = self._start(messages, system, run_id)
+        return RunStream(self, transcript, run_id, system)
+
+    def _drive(
+        self,
+        machine: LoopMachine,
+        flow: Generator[Any, Any, RunResult],
+        run_id: str,
+        on_delta: Callable[[str], None] | None,
+    ) -> RunResult:
+        answer: Any = None
+        while True:
+            try:
+                action = flow.send(answer)
+            except StopIteration as stop:
+                return self._finished(stop.value)
+            if isinstance(action, SendModel):
+                answer = self._send(run_id, action, on_delta)
+            elif isinstance(action, RunTools):
+                answer = self._run_tools(machine, run_id, action)
+            elif isinstance(action, Sleep):
+                self._sleep(action.seconds)
+                answer = None
+            else:  # pragma: no cover - the machine yields nothing else
+                raise AssertionError(action)
+
+    def _send(
+        self, run_id: str, action: SendModel, on_delta: Callable[[str], None] | None
+    ) -> ModelAnswer:
+        replayed = self._replayed_response(run_id, action)
+        if replayed is not None:
+            return replayed
+        try:
+            if on_delta is None:
+                response = self._provider.complete(action.request)
+            else:
+                response = _collect(self._provider.stream(action.request), on_delta)
+        except ProviderError as exc:
+            return ModelAnswer(failure=exc.failure)
+        self._record_response(run_id, action.step, response)
+        return ModelAnswer(response=response)
+
+    def _run_tools(self, machine: LoopMachine, run_id: str, action: RunTools) -> ToolsAnswer:
+        results: list[ToolResult | None] = []
+        replayed: list[bool] = []
+        suspension: Suspension | None = None
+        for position, call in enumerate(action.calls):
+            if position in action.done:
+                results.append(action.done[position])
+                replayed.append(False)
+                self._record_result(run_id, action.step, position, action.done[position])
+                continue
+            known = self._journalled_result(run_id, action.step, position)
+            if known is not None:
+                results.append(known)
+                replayed.append(True)
+                continue
+            if suspension is not None:
+                results.append(None)
+                replayed.append(False)
+                continue
+            machine.tool_started(action.step, call)
+            try:
+                result = execute_tool(call, self.tools, timeout=self.tool_timeout)
+            except SuspendRun as pause:
+                suspension = Suspension(call_id=call.id, reason=pause.reason, data=pause.data)
+                results.append(None)
+                replayed.append(False)
+                continue
+            self._record_result(run_id, action.step, position, result)
+            results.append(result)
+            replayed.append(False)
+        return ToolsAnswer(results=tuple(results), replayed=tuple(replayed), suspension=suspension)
+
+
+def _collect(
+    chunks: Iterator[StreamDelta | ModelResponse], on_delta: Callable[[str], None]
+) -> ModelResponse:
+    final: ModelResponse | None = None
+    for chunk in chunks:
+        if isinstance(chunk, StreamDelta):
+            on_delta(chunk.text)
+        else:
+            final = chunk
+    if final is None:
+        raise ConfigurationError("the provider's stream ended without a final response")
+    return final
+
+
+class RunStream:
+    """Iterate to get :class:`StreamDelta` values and events as a run progresses.
+
+    After iteration ends, :attr:`result` holds the :class:`RunResult`.
+    """
+
+    def __init__(self, loop: ToolLoop, transcript: list[Any], run_id: str, system: Any) -> None:
+        self._loop = loop
+        self._transcript = transcript
+        self._run_id = run_id
+        self._system = system
+        self.result: RunResult | None = None
+
+    def __iter__(self) -> Iterator[StreamDelta | Event]:
+        pending: list[StreamDelta | Event] = []
+        machine = self._loop._machine(extra_sink=pending.append)
+        flow = machine.run(self._transcript, run_id=self._run_id, system=self._system)
+        loop = self._loop
+        answer: Any = None
+        while True:
+            try:
+                action = flow.send(answer)
+            except StopIteration as stop:
+                self.result = loop._finished(stop.value)
+                yield from _drain(pending)
+                return
+            yield from _drain(pending)
+            if isinstance(action, SendModel):
+                replayed = loop._replayed_response(self._run_id, action)
+                if replayed is not None:
+                    answer = replayed
+                    continue
+                try:
+                    final: ModelResponse | None = None
+                    for chunk in loop._provider.stream(action.request):
+                        if isinstance(chunk, StreamDelta):
+                            yield chunk
+                        else:
+                            final = chunk
+                    if final is None:
+                        raise ConfigurationError("the provider's stream ended without a response")
+                except ProviderError as exc:
+                    answer = ModelAnswer(failure=exc.failure)
+                    continue
+                loop._record_response(self._run_id, action.step, final)
+                answer = ModelAnswer(response=final)
+            elif isinstance(action, RunTools):
+                answer = loop._run_tools(machine, self._run_id, action)
+            else:
+                loop._sleep(action.seconds)
+                answer = None
+
+
+def _drain(pending: list[Any]) -> Iterator[Any]:
+    while pending:
+        yield pending.pop(0)
+
+
+class AsyncToolLoop(_LoopBase):
+    """Runs an agent tool loop with an asynchronous provider (same rules as ToolLoop).
+
+    Parallel tool calls of one turn run concurrently; results keep the calls' order.
+    Takes the same arguments as :class:`ToolLoop`; ``sleep`` is an async function.
+    """
+
+    def __init__(
+        self,
+        provider: AsyncProvider,
+        *,
+        sleep: Callable[[float], Any] = asyncio.sleep,
+        **options: Any,
+    ) -> None:
+        super().__init__(provider, **options)
+        self._provider = provider
+        self._sleep = sleep
+
+    async def run(
+        self, messages: Sequence[Any], *, run_id: str | None = None, system: Any = None
+    ) -> RunResult:
+        """Run the loop on ``messages``; see :meth:`ToolLoop.run`."""
+        transcript, run_id = self._start(messages, system, run_id)
+        machine = self._machine()
+        return await self._drive(
+            machine, machine.run(transcript, run_id=run_id, system=system), run_id
+        )
+
+    async def resume(
+        self, state: RunState, *, results: Mapping[str, str] | None = None
+    ) -> RunResult:
+        """Continue a SUSPENDED run; see :meth:`ToolLoop.resume`."""
+        machine = self._machine()
+        flow = machine.run(
+            list(state.messages),
+            run_id=state.run_id,
+            system=state.system,
+            resume=state,
+            supplied=results,
+        )
+        return await self._drive(machine, flow, state.run_id)
+
+    def stream(
+        self, messages: Sequence[Any], *, run_id: str | None = None, system: Any = None
+    ) -> AsyncRunStream:
+        """Run the loop, yielding text deltas and events; see :meth:`ToolLoop.stream`."""
+        transcript, run_id = self._start(messages, system, run_id)
+        return AsyncRunStream(self, transcript, run_id, system)
+
+    async def _drive(
+        self, machine: LoopMachine, flow: Generator[Any, Any, RunResult], run_id: str
+    ) -> RunResult:
+        answer: Any = None
+        while True:
+            try:
+                action = flow.send(answer)
+            except StopIteration as stop:
+                return self._finished(stop.value)
+            if isinstance(action, SendModel):
+                answer = self._replayed_response(run_id, action)
+                if answer is None:
+                    try:
+                        response = await self._provider.complete(action.request)
+                    except ProviderError as exc:
+                        answer = ModelAnswer(failure=exc.failure)
+                    else:
+                        self._record_response(run_id, action.step, response)
+                        answer = ModelAnswer(response=response)
+            elif isinstance(action, RunTools):
+                answer = await self._run_tools(machine, run_id, action)
+            else:
+                await self._sleep(action.seconds)
+                answer = None
+
+    async def _run_tools(self, machine: LoopMachine, run_id: str, action: RunTools) -> ToolsAnswer:
+        results: list[ToolResult | None] = [None] * len(action.calls)
+        replayed = [False] * len(action.calls)
+        live: list[tuple[int, ToolCall]] = []
+        for position, call in enumerate(action.calls):
+            if position in action.done:
+                results[position] = action.done[position]
+                self._record_result(run_id, action.step, position, action.done[position])
+                continue
+            known = self._journalled_result(run_id, action.step, position)
+            if known is not None:
+                results[position], replayed[position] = known, True
+                continue
+            live.append((position, call))
+
+        suspensions: list[tuple[int, Suspension]] = []
+
+        async def one(position: int, call: ToolCall) -> None:
+            machine.tool_started(action.step, call)
+            try:
+                result = await execute_tool_async(call, self.tools, timeout=self.tool_timeout)
+            except SuspendRun as pause:
+                suspensions.append(
+                    (position, Suspension(call_id=call.id, reason=pause.reason, data=pause.data))
+                )
+                return
+            self._record_result(run_id, action.step, position, result)
+            results[position] = result
+
+        await asyncio.gather(*(one(p, c) for p, c in live))
+        suspension = min(suspensions, key=lambda s: s[0])[1] if suspensions else None
+        return ToolsAnswer(results=tuple(results), replayed=tuple(replayed), suspension=suspension)
+
+
+class AsyncRunStream:
+    """Async-iterate to get text deltas and events; :attr:`result` is set at the end."""
+
+    def __init__(
+        self, loop: AsyncToolLoop, transcript: list[Any], run_id: str, system: Any
+    ) -> None:
+        self._loop = loop
+        self._transcript = transcript
+        self._run_id = run_id
+        self._system = system
+        self.result: RunResult | None = None
+
+    async def __aiter__(self) -> AsyncIterator[StreamDelta | Event]:
+        pending: list[StreamDelta | Event] = []
+        loop = self._loop
+        machine = loop._machine(extra_sink=pending.append)
+        flow = machine.run(self._transcript, run_id=self._run_id, system=self._system)
+        answer: Any = None
+        while True:
+            try:
+                action = flow.send(answer)
+            except StopIteration as stop:
+                self.result = loop._finished(stop.value)
+                for item in _drain(pending):
+                    yield item
+                return
+            for item in _drain(pending):
+                yield item
+            if isinstance(action, SendModel):
+                replayed = loop._replayed_response(self._run_id, action)
+                if replayed is not None:
+                    answer = replayed
+                    continue
+                final: ModelResponse | None = None
+                try:
+                    async for chunk in loop._provider.stream(action.request):
+                        if isinstance(chunk, StreamDelta):
+                            yield chunk
+                        else:
+                            final = chunk
+                except ProviderError as exc:
+                    answer = ModelAnswer(failure=exc.failure)
+                    continue
+                if final is None:
+                    raise ConfigurationError("the provider's stream ended without a response")
+                loop._record_response(self._run_id, action.step, final)
+                answer = ModelAnswer(response=final)
+            elif isinstance(action, RunTools):
+                answer = await loop._run_tools(machine, self._run_id, action)
+            else:
+                await loop._sleep(action.seconds)
+                answer = None
