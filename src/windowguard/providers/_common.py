@@ -1,0 +1,141 @@
+"""Pieces every provider shares: where the model's limits come from, and plain helpers.
+
+A provider knows its model's window from, in this order: the caller's explicit
+``model_info``, what the serving endpoint reports (:mod:`windowguard.discovery`, asked
+only for endpoints that are not the vendor's own default, unless told otherwise), the
+catalog, then the fallback — merged per field by
+:func:`windowguard.catalog.resolve_model_info`.
+
+Invariants: resolving never raises for what a server does (discovery gives None on any
+trouble), it asks the server at most once per provider (and the discovery module caches
+across providers), and nothing here imports a provider SDK.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from ..catalog import ModelInfo, resolve_model_info
+from ..discovery import adiscover_model_info, discover_model_info
+from ..exceptions import ConfigurationError, WindowGuardError
+
+__all__ = ["ModelInfoSource", "as_dict", "check_model", "is_default_host"]
+
+DEFAULT_DISCOVERY_TIMEOUT = 5.0
+
+
+def check_model(model: object) -> str:
+    """Return ``model`` when it is a non-empty str.
+
+    Raises:
+        ConfigurationError: anything else.
+    """
+    if not isinstance(model, str) or not model.strip():
+        raise ConfigurationError(f"model must be a non-empty str, got {model!r}")
+    return model
+
+
+def is_default_host(base_url: str, default_host: str) -> bool:
+    """Whether ``base_url`` points at the vendor's own API host (no discovery there)."""
+    return (urlsplit(base_url).hostname or "").lower() == default_host
+
+
+def as_dict(value: object) -> dict[str, Any]:
+    """A shallow dict copy of a wire message or block given as a dict or an SDK model.
+
+    Raises:
+        ConfigurationError: ``value`` is neither a mapping nor a pydantic-style model.
+    """
+    if isinstance(value, Mapping):
+        return dict(value)
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        dumped = dump(mode="json", exclude_none=True)
+        if isinstance(dumped, dict):
+            return dumped
+    raise ConfigurationError(
+        f"expected a message as a dict or an SDK model, got {type(value).__name__}"
+    )
+
+
+class ModelInfoSource:
+    """Resolves a provider's ModelInfo once: explicit, discovered, catalog, fallback.
+
+    Args:
+        model: the model name.
+        explicit: the caller's ModelInfo (its fields win).
+        discover: whether to ask the endpoint at ``base_url``.
+        base_url: the endpoint the SDK client talks to.
+        api_key: sent to the endpoint's discovery routes.
+        timeout: seconds for the whole discovery.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        explicit: ModelInfo | None,
+        discover: bool,
+        base_url: str,
+        api_key: str | None,
+        timeout: float,
+    ) -> None:
+        if explicit is not None and not isinstance(explicit, ModelInfo):
+            raise ConfigurationError(
+                f"model_info must be a windowguard ModelInfo, got {type(explicit).__name__}"
+            )
+        self._model = model
+        self._explicit = explicit
+        self._discover = discover
+        self._base_url = base_url
+        self._api_key = api_key
+        self._timeout = timeout
+        self._lock = threading.Lock()
+        self._resolved: ModelInfo | None = None
+
+    def get(self) -> ModelInfo:
+        """The merged ModelInfo, discovering (synchronously, bounded) on first use."""
+        if self._resolved is not None:
+            return self._resolved
+        with self._lock:
+            if self._resolved is None:
+                self._resolved = self._resolve(self._discovered())
+            return self._resolved
+
+    async def aget(self) -> ModelInfo:
+        """Async twin of :meth:`get`: discovery runs without blocking the event loop."""
+        if self._resolved is not None:
+            return self._resolved
+        discovered: ModelInfo | None = None
+        if self._wants_discovery():
+            try:
+                discovered = await adiscover_model_info(
+                    self._base_url, self._model, api_key=self._api_key, timeout=self._timeout
+                )
+            except WindowGuardError:
+                discovered = None
+        resolved = self._resolve(discovered)
+        with self._lock:
+            if self._resolved is None:
+                self._resolved = resolved
+            return self._resolved
+
+    def _wants_discovery(self) -> bool:
+        # An explicit context window settles the question; there is nothing to ask.
+        return self._discover and self._explicit is None
+
+    def _discovered(self) -> ModelInfo | None:
+        if not self._wants_discovery():
+            return None
+        try:
+            return discover_model_info(
+                self._base_url, self._model, api_key=self._api_key, timeout=self._timeout
+            )
+        except WindowGuardError:  # a base URL discovery cannot use: no discovery
+            return None
+
+    def _resolve(self, discovered: ModelInfo | None) -> ModelInfo:
+        return resolve_model_info(self._model, model_info=self._explicit, discovered=discovered)

@@ -1,0 +1,587 @@
+"""Anthropic Messages providers on the official ``anthropic`` SDK.
+
+:class:`AnthropicProvider` and :class:`AsyncAnthropicProvider` send through
+``anthropic.Anthropic`` / ``anthropic.AsyncAnthropic`` over one private base that
+builds the request and reads the answer.
+
+Invariants:
+
+- ``system`` travels as its own argument; tools go out as ``{name, description,
+  input_schema}``; ``max_tokens`` is always sent (the API requires it): the request's
+  fitted value, else the model's output cap.
+- Extended thinking (``thinking_budget``) is sent as ``thinking={"type": "enabled",
+  "budget_tokens": B}`` with ``1024 <= B < max_tokens``, as the API requires
+  (https://docs.claude.com/en/docs/build-with-claude/extended-thinking): B follows a
+  shrunk ``max_tokens`` down, and thinking is left out of a request whose
+  ``max_tokens`` is too small to hold the 1024-token minimum.
+- Prompt caching (on by default) marks the stable prefixes with ``cache_control``
+  (:mod:`._cache_control`) on *copies* of the request's messages; the caller's
+  transcript is never mutated.
+- The assistant message comes back as ``{"role": "assistant", "content": [...]}`` with
+  every block verbatim, thinking signatures and redacted thinking included, so it can
+  be appended to the transcript and sent back as the API requires.
+- Usage: ``input_tokens`` is the whole prompt — Anthropic's ``input_tokens`` plus
+  ``cache_creation_input_tokens`` plus ``cache_read_input_tokens`` — with the cache
+  writes and reads also reported on their own.
+- Every SDK failure is an ``anthropic.APIError``, classified at one place
+  (:func:`_sdk_errors`); the SDK's own retries are off by default (``max_retries=0``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from typing import Any, Final
+
+try:
+    import anthropic
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError(
+        "windowguard.providers.anthropic needs the anthropic SDK: "
+        'pip install "windowguard[anthropic]"'
+    ) from exc
+
+from ..catalog import ModelInfo
+from ..exceptions import ConfigurationError, ProviderError
+from ..failures import classify_failure
+from ..shapes import Format
+from ._cache_control import place_breakpoints
+from ._common import DEFAULT_DISCOVERY_TIMEOUT, ModelInfoSource, check_model, is_default_host
+from .base import ModelRequest, ModelResponse, StreamDelta, ToolCall, ToolResult, Usage
+
+__all__ = ["MIN_THINKING_BUDGET", "AnthropicProvider", "AsyncAnthropicProvider"]
+
+_DEFAULT_HOST: Final = "api.anthropic.com"
+MIN_THINKING_BUDGET: Final = 1024
+"""The smallest ``thinking.budget_tokens`` the Messages API accepts."""
+_DEFAULT_MAX_TOKENS: Final = 4096
+_RESERVED: Final = frozenset({"model", "messages", "system", "tools", "max_tokens", "stream"})
+
+
+@contextlib.contextmanager
+def _sdk_errors() -> Iterator[None]:
+    """The one place SDK failures become classified ProviderErrors."""
+    try:
+        yield
+    except anthropic.APIError as exc:
+        raise ProviderError(classify_failure(exc)) from exc
+
+
+def thinking_budget_for(budget: int | None, max_tokens: int) -> int | None:
+    """The thinking budget to send with ``max_tokens``, or None to send no thinking.
+
+    Args:
+        budget: the configured ``budget_tokens`` (None: thinking off).
+        max_tokens: the (possibly shrunk) reply budget of this request.
+
+    Returns:
+        ``min(budget, max_tokens - 1)`` when that is at least
+        :data:`MIN_THINKING_BUDGET`, else None.
+    """
+    if budget is None:
+        return None
+    fitted = min(budget, max_tokens - 1)
+    return fitted if fitted >= MIN_THINKING_BUDGET else None
+
+
+class _AnthropicBase:
+    """What the sync and async providers share: configuration, request, answer."""
+
+    _client: Any
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        client: Any,
+        api_key: str | None,
+        model_info: ModelInfo | None,
+        discover: bool | None,
+        discovery_timeout: float,
+        prompt_caching: bool,
+        thinking_budget: int | None,
+        extra_body: Mapping[str, Any] | None,
+        params: Mapping[str, Any] | None,
+    ) -> None:
+        self._model = check_model(model)
+        reserved = sorted(_RESERVED.intersection(params or {}))
+        if reserved:
+            raise ConfigurationError(
+                f"params may not set {', '.join(reserved)}: the provider sets them from the request"
+            )
+        if "thinking" in (params or {}):
+            raise ConfigurationError(
+                "set extended thinking with thinking_budget=, not params['thinking']: the "
+                "provider keeps the budget below each request's max_tokens"
+            )
+        if thinking_budget is not None and (
+            isinstance(thinking_budget, bool)
+            or not isinstance(thinking_budget, int)
+            or thinking_budget < MIN_THINKING_BUDGET
+        ):
+            raise ConfigurationError(
+                f"thinking_budget must be an int >= {MIN_THINKING_BUDGET} (the API's "
+                f"minimum), got {thinking_budget!r}"
+            )
+        self._prompt_caching = bool(prompt_caching)
+        self._thinking_budget = thinking_budget
+        self._params = dict(params or {})
+        self._extra_body = dict(extra_body) if extra_body is not None else None
+        endpoint = str(client.base_url)
+        key = client.api_key if isinstance(client.api_key, str) else api_key
+        self._info = ModelInfoSource(
+            self._model,
+            explicit=model_info,
+            discover=not is_default_host(endpoint, _DEFAULT_HOST) if discover is None else discover,
+            base_url=endpoint,
+            api_key=key,
+            timeout=discovery_timeout,
+        )
+
+    @property
+    def format(self) -> Format:
+        """The wire format of the messages this provider takes: ``"anthropic"``."""
+        return "anthropic"
+
+    @property
+    def model(self) -> str:
+        """The model name sent with every request."""
+        return self._model
+
+    @property
+    def client(self) -> Any:
+        """The SDK client the provider sends with."""
+        return self._client
+
+    def model_info(self) -> ModelInfo:
+        """The model's limits: explicit, discovered, catalog, fallback, in that order.
+
+        Discovery (for endpoints other than api.anthropic.com, unless ``discover`` says
+        otherwise) happens once, bounded by ``discovery_timeout``, and never raises.
+        """
+        return self._info.get()
+
+    def tool_result_messages(self, results: Sequence[ToolResult]) -> list[dict[str, Any]]:
+        """One user message carrying a ``tool_result`` block per result, in order.
+
+        Anthropic wants every result of a turn in the one user message that follows the
+        assistant's ``tool_use`` blocks.
+        """
+        if not results:
+            return []
+        blocks = [
+            {
+                "type": "tool_result",
+                "tool_use_id": result.call_id,
+                "content": result.content,
+                "is_error": result.is_error,
+            }
+            for result in results
+        ]
+        return [{"role": "user", "content": blocks}]
+
+    def user_message(self, text: str) -> dict[str, Any]:
+        """A plain user message."""
+        return {"role": "user", "content": text}
+
+    def _max_tokens(self, request: ModelRequest) -> int:
+        if request.max_tokens is not None:
+            return request.max_tokens
+        info = self.model_info()
+        return info.max_output_tokens or min(_DEFAULT_MAX_TOKENS, info.context_window)
+
+    def _create_kwargs(self, request: ModelRequest, *, stream: bool) -> dict[str, Any]:
+        max_tokens = self._max_tokens(request)
+        kwargs: dict[str, Any] = dict(self._params)
+        kwargs["model"] = self._model
+        kwargs["max_tokens"] = max_tokens
+        tools = [
+            {
+                "name": spec.name,
+                "description": spec.description,
+                "input_schema": dict(spec.parameters),
+            }
+            for spec in request.tools
+        ]
+        system = request.system
+        messages: list[object] = list(request.messages)
+        if self._prompt_caching:
+            system, messages = place_breakpoints(system, messages, tools)
+        kwargs["messages"] = messages
+        if system is not None and system != "":
+            kwargs["system"] = system
+        if tools:
+            kwargs["tools"] = tools
+        budget = thinking_budget_for(self._thinking_budget, max_tokens)
+        if budget is not None:
+            kwargs["thinking"] = {"type": "enabled", "budget_tokens": budget}
+        if stream:
+            kwargs["stream"] = True
+        if self._extra_body is not None:
+            kwargs["extra_body"] = self._extra_body
+        return kwargs
+
+
+def _client_options(
+    base_url: str | None, api_key: str | None, timeout: float | None, max_retries: int
+) -> dict[str, Any]:
+    options: dict[str, Any] = {"timeout": timeout, "max_retries": max_retries}
+    if base_url is not None:
+        options["base_url"] = base_url
+        if api_key is None and not is_default_host(base_url, _DEFAULT_HOST):
+            # A local or proxy endpoint may need no key; the SDK refuses to send without.
+            api_key = os.environ.get("ANTHROPIC_API_KEY") or "unused"
+    if api_key is not None:
+        options["api_key"] = api_key
+    return options
+
+
+def _check_retries(max_retries: int) -> None:
+    if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+        raise ConfigurationError(f"max_retries must be an int >= 0, got {max_retries!r}")
+
+
+class AnthropicProvider(_AnthropicBase):
+    """A synchronous provider over ``anthropic.Anthropic``.
+
+    Example::
+
+        provider = AnthropicProvider("claude-sonnet-4-5", thinking_budget=4096)
+
+    Args:
+        model: the model name sent with every request.
+        client: an ``anthropic.Anthropic`` client to use; its ``max_retries`` is
+            replaced by ``max_retries``. When None, one is built from ``base_url``,
+            ``api_key`` and ``timeout``.
+        base_url: the endpoint without ``/v1`` (``http://127.0.0.1:8080``); None: the
+            SDK's default. A non-default endpoint without a key gets
+            ``ANTHROPIC_API_KEY`` or ``"unused"``.
+        api_key: the key; None: the SDK reads ``ANTHROPIC_API_KEY``.
+        model_info: explicit limits; they win over every other source.
+        discover: ask the endpoint's Models API for the limits; None: only for
+            endpoints other than api.anthropic.com.
+        discovery_timeout: seconds for the whole discovery.
+        timeout: the SDK's request timeout in seconds.
+        max_retries: the SDK's own retries; 0 leaves retries to the tool loop.
+        prompt_caching: place ``cache_control`` breakpoints on the stable prefixes.
+        thinking_budget: extended thinking's ``budget_tokens`` (>= 1024), kept below
+            each request's ``max_tokens``; None: no thinking.
+        extra_body: extra JSON fields for every request.
+        params: extra ``messages.create`` arguments (``temperature``, ``tool_choice``,
+            ``metadata`` ...); not the ones set from the request.
+
+    Raises:
+        ConfigurationError: an empty model, a reserved key in ``params``, a thinking
+            budget below 1024, or a bad ``max_retries``.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        client: anthropic.Anthropic | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        model_info: ModelInfo | None = None,
+        discover: bool | None = None,
+        discovery_timeout: float = DEFAULT_DISCOVERY_TIMEOUT,
+        timeout: float | None = 600.0,
+        max_retries: int = 0,
+        prompt_caching: bool = True,
+        thinking_budget: int | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        params: Mapping[str, Any] | None = None,
+    ) -> None:
+        _check_retries(max_retries)
+        if client is None:
+            client = anthropic.Anthropic(**_client_options(base_url, api_key, timeout, max_retries))
+        else:
+            client = client.with_options(max_retries=max_retries)
+        self._client = client
+        super().__init__(
+            model,
+            client=client,
+            api_key=api_key,
+            model_info=model_info,
+            discover=discover,
+            discovery_timeout=discovery_timeout,
+            prompt_caching=prompt_caching,
+            thinking_budget=thinking_budget,
+            extra_body=extra_body,
+            params=params,
+        )
+
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        """Send ``request`` and return the model's answer.
+
+        Raises:
+            ProviderError: the SDK failed (status error, timeout, connection); its
+                ``failure`` is the classification.
+        """
+        kwargs = self._create_kwargs(request, stream=False)
+        with _sdk_errors():
+            message = self._client.messages.create(**kwargs)
+        return _to_response(message)
+
+    def stream(self, request: ModelRequest) -> Iterator[StreamDelta | ModelResponse]:
+        """Send ``request`` streamed: text deltas as they arrive, then one ModelResponse.
+
+        Raises:
+            ProviderError: the SDK failed before or during the stream.
+        """
+        kwargs = self._create_kwargs(request, stream=True)
+        assembler = _StreamAssembler()
+        with _sdk_errors():
+            events = self._client.messages.create(**kwargs)
+            with events:
+                for event in events:
+                    text = assembler.add(event)
+                    if text:
+                        yield StreamDelta(text=text)
+        yield assembler.response()
+
+
+class AsyncAnthropicProvider(_AnthropicBase):
+    """The asynchronous twin of :class:`AnthropicProvider` over ``anthropic.AsyncAnthropic``.
+
+    Takes the same arguments (``client`` is an ``anthropic.AsyncAnthropic``).
+    :meth:`amodel_info` resolves the limits without blocking the event loop.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        client: anthropic.AsyncAnthropic | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        model_info: ModelInfo | None = None,
+        discover: bool | None = None,
+        discovery_timeout: float = DEFAULT_DISCOVERY_TIMEOUT,
+        timeout: float | None = 600.0,
+        max_retries: int = 0,
+        prompt_caching: bool = True,
+        thinking_budget: int | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        params: Mapping[str, Any] | None = None,
+    ) -> None:
+        _check_retries(max_retries)
+        if client is None:
+            client = anthropic.AsyncAnthropic(
+                **_client_options(base_url, api_key, timeout, max_retries)
+            )
+        else:
+            client = client.with_options(max_retries=max_retries)
+        self._client = client
+        super().__init__(
+            model,
+            client=client,
+            api_key=api_key,
+            model_info=model_info,
+            discover=discover,
+            discovery_timeout=discovery_timeout,
+            prompt_caching=prompt_caching,
+            thinking_budget=thinking_budget,
+            extra_body=extra_body,
+            params=params,
+        )
+
+    async def amodel_info(self) -> ModelInfo:
+        """:meth:`model_info` without blocking the event loop during discovery."""
+        return await self._info.aget()
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        """Send ``request`` and return the model's answer.
+
+        Raises:
+            ProviderError: the SDK failed; its ``failure`` is the classification.
+        """
+        if request.max_tokens is None:
+            await self.amodel_info()  # resolve limits off the event loop first
+        kwargs = self._create_kwargs(request, stream=False)
+        with _sdk_errors():
+            message = await self._client.messages.create(**kwargs)
+        return _to_response(message)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamDelta | ModelResponse]:
+        """Send ``request`` streamed: text deltas as they arrive, then one ModelResponse.
+
+        Raises:
+            ProviderError: the SDK failed before or during the stream.
+        """
+        if request.max_tokens is None:
+            await self.amodel_info()
+        kwargs = self._create_kwargs(request, stream=True)
+        assembler = _StreamAssembler()
+        with _sdk_errors():
+            events = await self._client.messages.create(**kwargs)
+            async with events:
+                async for event in events:
+                    text = assembler.add(event)
+                    if text:
+                        yield StreamDelta(text=text)
+        yield assembler.response()
+
+
+# --------------------------------------------------------------------------- answers
+
+
+def _usage(
+    input_tokens: int | None,
+    output_tokens: int | None,
+    cache_write: int | None,
+    cache_read: int | None,
+) -> Usage:
+    write, read = int(cache_write or 0), int(cache_read or 0)
+    total = None if input_tokens is None else input_tokens + write + read
+    return Usage(
+        input_tokens=total,
+        output_tokens=output_tokens,
+        cache_read_tokens=read,
+        cache_write_tokens=write,
+    )
+
+
+def _block_dict(block: Any) -> dict[str, Any]:
+    dumped: dict[str, Any] = block.model_dump(mode="json", exclude_none=True)
+    return dumped
+
+
+def _read_blocks(blocks: Sequence[Mapping[str, Any]]) -> tuple[str, tuple[ToolCall, ...]]:
+    text = "".join(str(block.get("text", "")) for block in blocks if block.get("type") == "text")
+    calls = tuple(
+        ToolCall(
+            id=str(block.get("id", "")),
+            name=str(block.get("name", "")),
+            arguments=json.dumps(block.get("input", {}), ensure_ascii=False),
+        )
+        for block in blocks
+        if block.get("type") == "tool_use"
+    )
+    return text, calls
+
+
+def _to_response(message: Any) -> ModelResponse:
+    blocks = [_block_dict(block) for block in message.content]
+    text, calls = _read_blocks(blocks)
+    usage = message.usage
+    return ModelResponse(
+        message={"role": "assistant", "content": blocks},
+        text=text,
+        tool_calls=calls,
+        usage=_usage(
+            usage.input_tokens,
+            usage.output_tokens,
+            usage.cache_creation_input_tokens,
+            usage.cache_read_input_tokens,
+        ),
+        stop_reason=message.stop_reason,
+    )
+
+
+class _StreamAssembler:
+    """Builds the final ModelResponse from the Messages streaming events.
+
+    Event order (https://docs.claude.com/en/docs/build-with-claude/streaming):
+    ``message_start`` (input usage), per block ``content_block_start`` /
+    ``content_block_delta`` / ``content_block_stop``, ``message_delta`` (stop reason,
+    output usage, and on newer servers the final input and cache counts),
+    ``message_stop``.
+    """
+
+    def __init__(self) -> None:
+        self._blocks: dict[int, dict[str, Any]] = {}
+        self._json: dict[int, list[str]] = {}
+        self._raw_arguments: dict[int, str] = {}
+        self._counts: dict[str, int | None] = {}
+        self._stop_reason: str | None = None
+
+    def _take_usage(self, usage: Any) -> None:
+        for name in (
+            "input_tokens",
+            "output_tokens",
+            "cache_creation_input_tokens",
+            "cache_read_input_tokens",
+        ):
+            value = getattr(usage, name, None)
+            if value is not None:
+                self._counts[name] = value
+
+    def add(self, event: Any) -> str:
+        """Take one event; return its new reply text ("" when none)."""
+        kind = event.type
+        if kind == "message_start":
+            self._take_usage(event.message.usage)
+        elif kind == "content_block_start":
+            self._blocks[event.index] = _block_dict(event.content_block)
+        elif kind == "content_block_delta":
+            return self._delta(event.index, event.delta)
+        elif kind == "content_block_stop":
+            self._close(event.index)
+        elif kind == "message_delta":
+            self._stop_reason = event.delta.stop_reason or self._stop_reason
+            if event.usage is not None:
+                self._take_usage(event.usage)
+        return ""
+
+    def _delta(self, index: int, delta: Any) -> str:
+        block = self._blocks.setdefault(index, {"type": "text", "text": ""})
+        kind = delta.type
+        if kind == "text_delta":
+            block["text"] = block.get("text", "") + delta.text
+            return str(delta.text)
+        if kind == "input_json_delta":
+            self._json.setdefault(index, []).append(delta.partial_json)
+        elif kind == "thinking_delta":
+            block["thinking"] = block.get("thinking", "") + delta.thinking
+        elif kind == "signature_delta":
+            block["signature"] = delta.signature
+        elif kind == "citations_delta":
+            block.setdefault("citations", []).append(_block_dict(delta.citation))
+        return ""
+
+    def _close(self, index: int) -> None:
+        pieces = self._json.pop(index, None)
+        if pieces is None or index not in self._blocks:
+            return
+        raw = "".join(pieces)
+        try:
+            value = json.loads(raw) if raw.strip() else {}
+        except json.JSONDecodeError:
+            value = None
+        if isinstance(value, dict):
+            self._blocks[index]["input"] = value
+        else:  # keep what the model produced; the loop reports it as invalid arguments
+            self._raw_arguments[index] = raw
+
+    def response(self) -> ModelResponse:
+        """The assembled answer (call once the stream has ended)."""
+        for index in list(self._json):
+            self._close(index)
+        ordered = [self._blocks[index] for index in sorted(self._blocks)]
+        text, calls = _read_blocks(ordered)
+        raw = [self._raw_arguments.get(index) for index in sorted(self._blocks)]
+        tool_raw = [
+            value
+            for value, block in zip(raw, ordered, strict=True)
+            if block.get("type") == "tool_use"
+        ]
+        calls = tuple(
+            ToolCall(id=call.id, name=call.name, arguments=value) if value is not None else call
+            for call, value in zip(calls, tool_raw, strict=True)
+        )
+        counts = self._counts
+        return ModelResponse(
+            message={"role": "assistant", "content": ordered},
+            text=text,
+            tool_calls=calls,
+            usage=_usage(
+                counts.get("input_tokens"),
+                counts.get("output_tokens"),
+                counts.get("cache_creation_input_tokens"),
+                counts.get("cache_read_input_tokens"),
+            ),
+            stop_reason=self._stop_reason,
+        )
