@@ -37,9 +37,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import _corpus  # noqa: E402
-
-import windowguard as wg  # noqa: E402
+import _corpus
+import windowguard as wg
 
 SIZES = (10, 100, 1_000, 5_000)
 REPETITIONS = {10: 3_000, 100: 1_000, 1_000: 200, 5_000: 40}
@@ -213,7 +212,8 @@ def main() -> int:
         "| warm p95 (int usage) | runs | peak mem cold | peak mem warm |"
     )
     print(
-        "| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+        "| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+        "| ---: | ---: |"
     )
     missed: list[tuple[Scenario, str]] = []
     scenarios: dict[tuple[int, str], Scenario] = {}
@@ -273,10 +273,7 @@ def profile_phase(scenario: Scenario, phase: str) -> None:
 
         profile(label, run, 50)
         return
-    # Warm: alternate between N and N + 1 turns on one manager, so every profiled
-    # send appends (N+1) or drops (N) one turn; only the appends are the warm path,
-    # so profile a fresh warm-up per run instead and subtract nothing: the cold fit
-    # is done before the profiler starts.
+    # Warm: one manager per profiled send, its cold fit done before profiling starts.
     managers = []
     for _ in range(200):
         mgr = manager(scenario)
