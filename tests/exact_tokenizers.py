@@ -171,3 +171,42 @@ def corpus_requests(transcript: dict[str, Any]) -> Iterator[list[dict[str, Any]]
     for index, message in enumerate(messages):
         if message.get("role") == "assistant" and index > 0:
             yield messages[:index]
+
+
+def adversarial_texts() -> dict[str, str]:
+    """Texts that tokenize far more densely than English prose (deterministic)."""
+    import base64
+    import random
+
+    rng = random.Random(20240915)
+    blob = rng.randbytes(6000)
+    cjk = "人工智能正在改变我们的世界。模型的上下文窗口有限，长对话会溢出。" * 40  # noqa: RUF001
+    japanese = "エージェントはツールを呼び出し、結果を受け取ります。東京都の天気は晴れです。" * 40
+    korean = "에이전트는 도구를 호출하고 결과를 받습니다. 컨텍스트 창이 넘칩니다. " * 40
+    cyrillic = "Агент вызывает инструменты и получает результаты; окно контекста ограничено. " * 40
+    arabic = "يستدعي الوكيل الأدوات ويتلقى النتائج، ونافذة السياق محدودة. " * 40
+    hindi = "एजेंट उपकरणों को बुलाता है और परिणाम प्राप्त करता है। संदर्भ विंडो सीमित है। " * 40
+    emoji = "😀🎉👍🏽🚀👨‍👩‍👧‍👦🇩🇪✅🔥💡🧪" * 200
+    records = [
+        {"id": rng.randrange(10**9), "v": [rng.random() for _ in range(4)], "k": f"k{i}"}
+        for i in range(300)
+    ]
+    return {
+        "cjk": cjk,
+        "japanese": japanese,
+        "korean": korean,
+        "cyrillic": cyrillic,
+        "arabic": arabic,
+        "hindi": hindi,
+        "emoji": emoji,
+        "digits_newlines": "1\n" * 30000,
+        "digits": "".join(str(rng.randrange(10)) for _ in range(20000)),
+        "base64": base64.b64encode(blob).decode(),
+        "hex": blob.hex(),
+        "minified_json": json.dumps(records, separators=(",", ":")),
+        "short_cjk": "你好",
+        "short_emoji": "🚀",
+        "punctuation": "!?.,;:-_=+*/\\|<>[]{}()@#$%^&~`'\"" * 300,
+        "whitespace": " \t \n  \n\t" * 500,
+        "mixed_case_ids": "".join(rng.choice("AbCdEfGhIjKlMnOpQrStUvWxYz") for _ in range(20000)),
+    }
