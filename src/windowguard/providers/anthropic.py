@@ -33,7 +33,10 @@ import contextlib
 import json
 import os
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 try:
     import anthropic
@@ -297,8 +300,10 @@ class AnthropicProvider(_AnthropicBase):
         _check_retries(max_retries)
         if client is None:
             client = anthropic.Anthropic(**_client_options(base_url, api_key, timeout, max_retries))
+            self._owns_client = True
         else:
             client = client.with_options(max_retries=max_retries)
+            self._owns_client = False
         self._client = client
         super().__init__(
             model,
@@ -312,6 +317,17 @@ class AnthropicProvider(_AnthropicBase):
             extra_body=extra_body,
             params=params,
         )
+
+    def close(self) -> None:
+        """Close the SDK client if this provider built it (a client you passed is yours)."""
+        if self._owns_client:
+            self._client.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def complete(self, request: ModelRequest) -> ModelResponse:
         """Send ``request`` and return the model's answer.
@@ -372,8 +388,10 @@ class AsyncAnthropicProvider(_AnthropicBase):
             client = anthropic.AsyncAnthropic(
                 **_client_options(base_url, api_key, timeout, max_retries)
             )
+            self._owns_client = True
         else:
             client = client.with_options(max_retries=max_retries)
+            self._owns_client = False
         self._client = client
         super().__init__(
             model,
@@ -387,6 +405,17 @@ class AsyncAnthropicProvider(_AnthropicBase):
             extra_body=extra_body,
             params=params,
         )
+
+    async def aclose(self) -> None:
+        """Close the SDK client if this provider built it (a client you passed is yours)."""
+        if self._owns_client:
+            await self._client.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     async def amodel_info(self) -> ModelInfo:
         """:meth:`model_info` without blocking the event loop during discovery."""

@@ -30,7 +30,10 @@ import contextlib
 import os
 import re
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 try:
     import openai
@@ -274,8 +277,10 @@ class OpenAIChatProvider(_OpenAIChatBase):
                 client = openai.OpenAI(**_client_options(base_url, api_key, timeout, max_retries))
             except openai.OpenAIError as exc:
                 raise ConfigurationError(f"cannot build the OpenAI client: {exc}") from exc
+            self._owns_client = True
         else:
             client = client.with_options(max_retries=max_retries)
+            self._owns_client = False
         self._client = client
         super().__init__(
             model,
@@ -289,6 +294,17 @@ class OpenAIChatProvider(_OpenAIChatBase):
             params=params,
             max_tokens_param=max_tokens_param,
         )
+
+    def close(self) -> None:
+        """Close the SDK client if this provider built it (a client you passed is yours)."""
+        if self._owns_client:
+            self._client.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def complete(self, request: ModelRequest) -> ModelResponse:
         """Send ``request`` and return the model's answer.
@@ -351,8 +367,10 @@ class AsyncOpenAIChatProvider(_OpenAIChatBase):
                 )
             except openai.OpenAIError as exc:
                 raise ConfigurationError(f"cannot build the OpenAI client: {exc}") from exc
+            self._owns_client = True
         else:
             client = client.with_options(max_retries=max_retries)
+            self._owns_client = False
         self._client = client
         super().__init__(
             model,
@@ -366,6 +384,17 @@ class AsyncOpenAIChatProvider(_OpenAIChatBase):
             params=params,
             max_tokens_param=max_tokens_param,
         )
+
+    async def aclose(self) -> None:
+        """Close the SDK client if this provider built it (a client you passed is yours)."""
+        if self._owns_client:
+            await self._client.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     async def amodel_info(self) -> ModelInfo:
         """:meth:`model_info` without blocking the event loop during discovery."""
