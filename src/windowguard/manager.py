@@ -50,7 +50,7 @@ from .events import (
     TranscriptPruned,
 )
 from .exceptions import ConfigurationError, ContextTruncatedError, InvalidTranscriptError
-from .prune import calibrated, turns_to_drop
+from .prune import POLICIES, PruningPolicy, calibrated, choose_drop
 from .shapes import Format, Shape
 from .shrink import DEFAULT_FLOOR, DEFAULT_SAFETY_BUFFER, fit_max_tokens
 from .turns import Problem, TurnIndex, segment
@@ -100,7 +100,16 @@ class Fit:
 class _Transcript:
     """Incremental per-run view of the transcript last fitted."""
 
-    __slots__ = ("cache", "format", "format_certain", "index", "prefix", "seen", "shapes")
+    __slots__ = (
+        "anchor",
+        "cache",
+        "format",
+        "format_certain",
+        "index",
+        "prefix",
+        "seen",
+        "shapes",
+    )
 
     def __init__(self, fmt: Format, certain: bool) -> None:
         self.format: Format = fmt
@@ -111,6 +120,8 @@ class _Transcript:
         self.index = TurnIndex()
         # id(message) -> (message, shape, raw tokens); the reference keeps the id valid.
         self.cache: dict[int, tuple[object, Shape, int]] = {}
+        # Where the previous send's kept turns began (message index), for low-water pruning.
+        self.anchor: int | None = None
 
 
 class ContextWindowManager:
@@ -135,6 +146,10 @@ class ContextWindowManager:
         floor: the smallest ``max_tokens`` ever returned (seed 003's 200).
         overrides: per-model limit overrides (a dict or a JSON/TOML path; else the
             file named by ``WINDOWGUARD_MODELS``).
+        pruning: ``"low_water"`` (default) drops down to ``low_water`` x budget and then
+            keeps that cut while requests fit, so the prompt prefix stays stable for the
+            provider's cache; ``"minimal"`` drops just enough to fit each send.
+        low_water: the fraction of the budget a low-water prune drops down to.
     """
 
     def __init__(
@@ -149,6 +164,8 @@ class ContextWindowManager:
         tokenizer: str | None = None,
         floor: int = DEFAULT_FLOOR,
         overrides: OverridesArg = None,
+        pruning: PruningPolicy = "low_water",
+        low_water: float = 0.7,
     ) -> None:
         if model is not None and not isinstance(model, str):
             raise ConfigurationError(f"model must be a model name string, got {model!r}")
@@ -158,6 +175,12 @@ class ContextWindowManager:
             raise ConfigurationError(
                 f"fallback_window must be a positive int, got {fallback_window!r}"
             )
+        if pruning not in POLICIES:
+            raise ConfigurationError(f"pruning must be one of {POLICIES}, got {pruning!r}")
+        if not isinstance(low_water, (int, float)) or not 0.1 <= low_water <= 1.0:
+            raise ConfigurationError(f"low_water must lie in [0.1, 1.0], got {low_water!r}")
+        self.pruning: PruningPolicy = pruning
+        self.low_water = float(low_water)
         self.model = model
         self.model_info = _resolve_model_info(
             model, model_info, fallback_window, tokenizer, overrides
@@ -290,13 +313,16 @@ class ContextWindowManager:
                 first = seg.problems[0]
                 raise InvalidTranscriptError(first.problem, index=first.index)
             return self._deferred(messages, run, seg.problems, fixed, budget, max_tokens)
-        dropped = turns_to_drop(
+        dropped = choose_drop(
             prefix=run.prefix,
             head_stop=seg.head_stop,
             turn_starts=seg.turn_starts,
             fixed_tokens=fixed,
             factor=factor,
             budget=budget.input_tokens,
+            policy=self.pruning,
+            low_water=self.low_water,
+            anchor=run.anchor,
         )
         if dropped is None:
             newest = seg.turn_starts[-1] if seg.turn_starts else seg.length
@@ -306,6 +332,7 @@ class ContextWindowManager:
                 budget=budget.input_tokens,
                 context_window=budget.context_window,
             )
+        run.anchor = seg.turn_starts[dropped] if dropped else None
         events: list[Event] = []
         total_before = fixed + run.prefix[-1]
         if dropped:
