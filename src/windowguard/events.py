@@ -89,7 +89,11 @@ class ContextEstimate(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TranscriptPruned(Event):
-    """Oldest whole turns were dropped so the request fits its budget."""
+    """Oldest whole turns were dropped so the request fits its budget.
+
+    ``new_cut`` is False when the request keeps the previous send's cut (low-water
+    pruning: the prompt prefix is unchanged), True when more turns were dropped.
+    """
 
     kind: ClassVar[str] = "transcript_pruned"
     dropped_turns: int
@@ -98,6 +102,7 @@ class TranscriptPruned(Event):
     tokens_before: int
     tokens_after: int
     budget: int
+    new_cut: bool = True
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

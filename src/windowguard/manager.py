@@ -332,7 +332,7 @@ class ContextWindowManager:
                 budget=budget.input_tokens,
                 context_window=budget.context_window,
             )
-        run.anchor = seg.turn_starts[dropped] if dropped else None
+        previous_cut, run.anchor = run.anchor, (seg.turn_starts[dropped] if dropped else None)
         events: list[Event] = []
         total_before = fixed + run.prefix[-1]
         if dropped:
@@ -340,9 +340,15 @@ class ContextWindowManager:
             kept = list(messages[:cut_from])
             kept.extend(messages[cut_to:])
             raw = total_before - (run.prefix[cut_to] - run.prefix[cut_from])
-            guard = segment(run.shapes[:cut_from] + run.shapes[cut_to:])
-            if guard.problems:  # cannot happen for turn-atomic drops; never send an orphan
-                return self._deferred(messages, run, guard.problems, fixed, budget, max_tokens)
+            new_cut = cut_to != previous_cut
+            if new_cut:
+                # The post-fit pairing guard: re-segment what will be sent. Whole turns
+                # cannot orphan anything, so this only ever catches a bug of ours; it runs
+                # when the cut moves (a kept cut only gains turns already validated).
+                guard = segment(run.shapes[:cut_from] + run.shapes[cut_to:])
+                if guard.problems:
+                    run.anchor = None
+                    return self._deferred(messages, run, guard.problems, fixed, budget, max_tokens)
             estimated = calibrated(raw, factor)
             events.append(
                 TranscriptPruned(
@@ -352,16 +358,18 @@ class ContextWindowManager:
                     tokens_before=calibrated(total_before, factor),
                     tokens_after=estimated,
                     budget=budget.input_tokens,
+                    new_cut=new_cut,
                 )
             )
-            logger.info(
-                "pruned %d oldest turns (%d messages): ~%d -> ~%d tokens, budget %d",
-                dropped,
-                cut_to - cut_from,
-                calibrated(total_before, factor),
-                estimated,
-                budget.input_tokens,
-            )
+            if new_cut:
+                logger.info(
+                    "pruned %d oldest turns (%d messages): ~%d -> ~%d tokens, budget %d",
+                    dropped,
+                    cut_to - cut_from,
+                    calibrated(total_before, factor),
+                    estimated,
+                    budget.input_tokens,
+                )
         else:
             kept, raw = list(messages), total_before
             estimated = calibrated(raw, factor)
