@@ -5,8 +5,10 @@ turns (never the head, never the newest turn, never orphaning a call or a result
 estimates tokens without a tokenizer (erring high, calibrated from what the provider
 reports) and fits ``max_tokens`` so prompt + tools + output never exceed the window.
 
-This module never imports a provider SDK.
+This module never imports a provider SDK: the provider classes are loaded on first use.
 """
+
+from typing import TYPE_CHECKING, Any
 
 from .adapters import detect_format as detect_format
 from .budget import Budget as Budget
@@ -57,27 +59,62 @@ from .manager import Fit as Fit
 from .providers.fake import AsyncFakeProvider as AsyncFakeProvider
 from .providers.fake import FakeCalls as FakeCalls
 from .providers.fake import FakeProvider as FakeProvider
+from .retry import Backoff as Backoff
+from .retry import ClampOutput as ClampOutput
+from .retry import Refit as Refit
 from .retry import RetryDecision as RetryDecision
 from .retry import RetryPolicy as RetryPolicy
+from .retry import SendHistory as SendHistory
+from .retry import Stop as Stop
 from .shapes import Segment as Segment
 from .shapes import Shape as Shape
 from .shrink import ShrinkResult as ShrinkResult
 from .shrink import fit_max_tokens as fit_max_tokens
 from .shrink import shrink_max_tokens as shrink_max_tokens
+from .sinks import JsonlSink as JsonlSink
+from .sinks import LoggingSink as LoggingSink
+from .sinks import OpenTelemetrySink as OpenTelemetrySink
+from .sinks import capture_events as capture_events
+from .sinks import emit as emit
 from .tools import Tool as Tool
 from .tools import tool as tool
 from .turns import Segmentation as Segmentation
 from .turns import segment as segment
+
+if TYPE_CHECKING:
+    from .providers.anthropic import AnthropicProvider as AnthropicProvider
+    from .providers.anthropic import AsyncAnthropicProvider as AsyncAnthropicProvider
+    from .providers.openai import AsyncOpenAIChatProvider as AsyncOpenAIChatProvider
+    from .providers.openai import OpenAIChatProvider as OpenAIChatProvider
+
+_LAZY_PROVIDERS = frozenset(
+    {"AnthropicProvider", "AsyncAnthropicProvider", "AsyncOpenAIChatProvider", "OpenAIChatProvider"}
+)
+
+
+def __getattr__(name: str) -> Any:
+    """Provider classes import their SDK on first use, never with ``import windowguard``."""
+    if name in _LAZY_PROVIDERS:
+        from . import providers
+
+        return getattr(providers, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __version__ = "0.1.0"
 
 __all__ = [
     "FALLBACK_WINDOW",
     "NO_USAGE",
+    "AnthropicProvider",
+    "AsyncAnthropicProvider",
     "AsyncFakeProvider",
+    "AsyncOpenAIChatProvider",
     "AsyncToolLoop",
+    "Backoff",
     "Budget",
     "Calibration",
+    "ClampOutput",
     "ConfigurationError",
     "ContextEmergencyShrink",
     "ContextEstimate",
@@ -94,20 +131,27 @@ __all__ = [
     "Fit",
     "HFTokenizerCounter",
     "InvalidTranscriptError",
+    "JsonlSink",
+    "LoggingSink",
     "MaxTokensShrunk",
     "ModelInfo",
     "ModelInfoError",
+    "OpenAIChatProvider",
+    "OpenTelemetrySink",
     "PressureThresholdCrossed",
     "ProviderError",
+    "Refit",
     "RetryDecision",
     "RetryPolicy",
     "RunResult",
     "RunState",
     "Segment",
     "Segmentation",
+    "SendHistory",
     "Shape",
     "ShrinkResult",
     "SqliteJournal",
+    "Stop",
     "SuspendRun",
     "TerminationReason",
     "TiktokenCounter",
@@ -119,11 +163,13 @@ __all__ = [
     "UnknownFormatError",
     "WindowGuardError",
     "adiscover_model_info",
+    "capture_events",
     "classify_failure",
     "clear_discovery_cache",
     "compute_budget",
     "detect_format",
     "discover_model_info",
+    "emit",
     "fit_max_tokens",
     "load_counter",
     "lookup_model",
