@@ -262,8 +262,12 @@ def environment(*packages: str) -> str:
             versions.append(f"{name} {importlib.metadata.version(name)}")
         except importlib.metadata.PackageNotFoundError:
             versions.append(f"{name} (not installed)")
+    try:
+        load = "load average {:.1f} / {:.1f} / {:.1f} (1/5/15 min)".format(*os.getloadavg())
+    except OSError:
+        load = "load average unknown"
     return (
-        f"{datetime.date.today().isoformat()} · {cpu}, {os.cpu_count()} cores · "
+        f"{datetime.date.today().isoformat()} · {cpu}, {os.cpu_count()} cores, {load} · "
         f"Python {platform.python_version()} on {platform.system()} · "
         f"{', '.join(versions)} · commit {commit or '?'}"
     )

@@ -81,8 +81,9 @@ def build(turns: int) -> tuple[Scenario, Scenario]:
     head_only = probe.fit(head, tools=transcript.tools, max_tokens=MAX_TOKENS).estimated_tokens
     fits = wg.ModelInfo(2 * full + MAX_TOKENS + SAFETY, tokenizer="o200k")
     prunes = wg.ModelInfo((head_only + full) // 2 + MAX_TOKENS + SAFETY, tokenizer="o200k")
-    return tuple(  # type: ignore[return-value]
-        Scenario(
+
+    def scenario(kind: str, info: wg.ModelInfo) -> Scenario:
+        return Scenario(
             turns=turns,
             window_kind=kind,
             info=info,
@@ -90,8 +91,8 @@ def build(turns: int) -> tuple[Scenario, Scenario]:
             before=before,
             after=after,
         )
-        for kind, info in (("fits", fits), ("prunes", prunes))
-    )
+
+    return scenario("fits", fits), scenario("prunes", prunes)
 
 
 def manager(scenario: Scenario) -> wg.ContextWindowManager:

@@ -48,6 +48,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -91,7 +92,7 @@ def windowguard_trim(messages: list[Message], tools: list[Message], budget: int)
         messages, tools=tools or None, max_tokens=max_tokens
     )
     assert fit.budget == budget, (fit.budget, budget)
-    return fit.messages  # type: ignore[return-value]
+    return cast(list[Message], fit.messages)  # the caller's own dicts
 
 
 def _o200k_message_tokens(message: Message) -> int:
@@ -115,7 +116,7 @@ def langchain_trimmer(*, docs_settings: bool) -> Trimmer:
 
         def token_counter(batch: Sequence[BaseMessage]) -> int:
             # The LangChain docs' tiktoken counter: per-message tokens + 3 reply priming.
-            return 3 + sum(_o200k_message_tokens(messages[int(m.id)]) for m in batch)  # type: ignore[arg-type]
+            return 3 + sum(_o200k_message_tokens(messages[int(str(m.id))]) for m in batch)
 
         if docs_settings:
             trimmed = trim_messages(
@@ -129,7 +130,7 @@ def langchain_trimmer(*, docs_settings: bool) -> Trimmer:
         else:
             trimmed = trim_messages(converted, max_tokens=budget, token_counter=token_counter)
         convert_to_openai_messages(trimmed)  # what a caller of an OpenAI-format API does next
-        return [messages[int(m.id)] for m in trimmed]  # type: ignore[arg-type]
+        return [messages[int(str(m.id))] for m in trimmed]
 
     return trim
 
