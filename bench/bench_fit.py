@@ -66,6 +66,8 @@ class Timing:
     cold_ms: tuple[float, ...]
     warm_none_ms: tuple[float, ...]
     warm_int_ms: tuple[float, ...]
+    cold_cpu_ms: tuple[float, ...]  # process CPU time: robust to other load on the machine
+    warm_cpu_ms: tuple[float, ...]
     dropped_cold: int
     dropped_warm: int
 
@@ -105,21 +107,25 @@ def time_scenario(scenario: Scenario, repetitions: int) -> Timing:
     warm_none: list[float] = []
     warm_int: list[float] = []
     dropped_cold = dropped_warm = -1
-    clock = time.perf_counter
+    cold_cpu: list[float] = []
+    warm_cpu: list[float] = []
+    clock, cpu_clock = time.perf_counter, time.process_time
     gc.collect()
     gc.disable()
     try:
         for rep in range(repetitions):
             mgr = manager(scenario)
-            start = clock()
+            cpu, start = cpu_clock(), clock()
             first = mgr.fit(scenario.before, tools=scenario.tools, max_tokens=MAX_TOKENS)
             cold.append(clock() - start)
+            cold_cpu.append(cpu_clock() - cpu)
             usage: object = wg.NO_USAGE if rep % 2 == 0 else first.estimated_tokens
-            start = clock()
+            cpu, start = cpu_clock(), clock()
             second = mgr.fit(
                 scenario.after, tools=scenario.tools, max_tokens=MAX_TOKENS, last_usage=usage
             )
             (warm_none if rep % 2 == 0 else warm_int).append(clock() - start)
+            warm_cpu.append(cpu_clock() - cpu)
             dropped_cold, dropped_warm = first.dropped_turns, second.dropped_turns
             if rep % 64 == 63:
                 gc.enable()
@@ -132,6 +138,8 @@ def time_scenario(scenario: Scenario, repetitions: int) -> Timing:
         cold_ms=tuple(t * ms for t in cold),
         warm_none_ms=tuple(t * ms for t in warm_none),
         warm_int_ms=tuple(t * ms for t in warm_int),
+        cold_cpu_ms=tuple(t * ms for t in cold_cpu),
+        warm_cpu_ms=tuple(t * ms for t in warm_cpu),
         dropped_cold=dropped_cold,
         dropped_warm=dropped_warm,
     )
@@ -205,16 +213,19 @@ def main() -> int:
     print(
         f"\nSynthetic transcripts: one real head + N real turns cycled from "
         f"{_corpus.pool_size():,} corpus turns, {len(_corpus.all_tools())} tool schemas; "
-        f"max_tokens={MAX_TOKENS}, safety={SAFETY}. Times in ms (median / p95).\n"
+        f"max_tokens={MAX_TOKENS}, safety={SAFETY}. Times in ms: wall clock "
+        "(perf_counter) median / p95, and the median process CPU time (process_time), "
+        "which other load on the machine does not inflate.\n"
     )
     print(
         "| turns | messages | window | dropped turns cold / warm | cold median | cold p95 "
         "| warm median (NO_USAGE) | warm p95 (NO_USAGE) | warm median (int usage) "
-        "| warm p95 (int usage) | runs | peak mem cold | peak mem warm |"
+        "| warm p95 (int usage) | cold / warm median, CPU time | runs | peak mem cold "
+        "| peak mem warm |"
     )
     print(
         "| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-        "| ---: | ---: |"
+        "| ---: | ---: | ---: |"
     )
     missed: list[tuple[Scenario, str]] = []
     scenarios: dict[tuple[int, str], Scenario] = {}
@@ -234,6 +245,7 @@ def main() -> int:
                 f"| {fmt_ms(median(timing.cold_ms))} | {fmt_ms(p95(timing.cold_ms))} "
                 f"| {fmt_ms(median(timing.warm_none_ms))} | {fmt_ms(p95(timing.warm_none_ms))} "
                 f"| {fmt_ms(median(timing.warm_int_ms))} | {fmt_ms(p95(timing.warm_int_ms))} "
+                f"| {fmt_ms(median(timing.cold_cpu_ms))} / {fmt_ms(median(timing.warm_cpu_ms))} "
                 f"| {repetitions:,} | {fmt_bytes(cold_mem)} | {fmt_bytes(warm_mem)} |",
                 flush=True,
             )
