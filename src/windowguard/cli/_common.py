@@ -1,0 +1,279 @@
+"""What the ``windowguard`` subcommands share: reading transcripts, model options, output.
+
+Invariants: bad input is reported by raising :class:`CliError` (or any
+:class:`~windowguard.exceptions.WindowGuardError`) with a one-line message; ``main``
+turns it into one line on stderr and exit status 2. Output goes through
+:class:`Output`, which uses rich (tables, colour) only when it is installed, the
+stream is a terminal and ``--plain`` was not given; otherwise it writes aligned plain
+text, so pipes and logs never see escape codes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, TextIO
+
+from ..adapters import FORMATS
+from ..catalog import ModelInfo
+from ..manager import ContextWindowManager
+
+__all__ = [
+    "EXAMPLE",
+    "CliError",
+    "Output",
+    "Transcript",
+    "add_model_options",
+    "common_parent",
+    "make_manager",
+    "positive_int",
+    "read_transcript",
+]
+
+EXAMPLE = "example:coding-agent"
+
+
+class CliError(Exception):
+    """A one-line error for the user; exit status 2."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Transcript:
+    """A transcript file as read: messages plus what travelled with them.
+
+    Attributes:
+        messages: the messages, as loaded.
+        tools: the tool schemas the file carried, if any.
+        system: Anthropic's separate system argument, if any.
+        model: the model the file names, if any.
+        container: ``"list"``, ``"object"`` or ``"jsonl"`` (how to write it back).
+        raw: the whole parsed document.
+    """
+
+    messages: list[Any]
+    tools: list[Any] | None
+    system: Any
+    model: str | None
+    container: str
+    raw: Any
+
+
+def read_transcript(path: str) -> Transcript:
+    """Read a transcript: a JSON list of messages, a JSON object with ``messages``
+    (and optionally ``tools``, ``system``, ``model``) or Responses ``input``, or JSON
+    Lines of messages. JSON vs JSON Lines is detected.
+
+    Args:
+        path: the file, or ``example:coding-agent`` for the bundled example (a real
+            OpenHands run).
+
+    Raises:
+        CliError: the file is missing, unreadable, not JSON or not a transcript.
+    """
+    if path == EXAMPLE:
+        text = resources.files("windowguard.examples").joinpath("coding_agent.json").read_text()
+    else:
+        text = read_text(path)
+    try:
+        data = json.loads(text)
+        container = "list" if isinstance(data, list) else "object"
+    except json.JSONDecodeError as whole:
+        try:
+            data = [json.loads(line) for line in text.splitlines() if line.strip()]
+        except json.JSONDecodeError:
+            raise CliError(
+                f"{path}: not JSON or JSON Lines (line {whole.lineno}: {whole.msg})"
+            ) from whole
+        container = "jsonl"
+    if isinstance(data, list):
+        return Transcript(
+            messages=data, tools=None, system=None, model=None, container=container, raw=data
+        )
+    if isinstance(data, dict):
+        key = "messages" if isinstance(data.get("messages"), list) else "input"
+        if isinstance(data.get(key), list):
+            tools = data.get("tools")
+            model = data.get("model")
+            return Transcript(
+                messages=data[key],
+                tools=tools if isinstance(tools, list) else None,
+                system=data.get("system"),
+                model=model if isinstance(model, str) else None,
+                container="object",
+                raw=data,
+            )
+    raise CliError(f"{path}: expected a list of messages or an object with 'messages'")
+
+
+def read_text(path: str) -> str:
+    """The text of ``path``, or ``-`` for stdin.
+
+    Raises:
+        CliError: missing or unreadable.
+    """
+    if path == "-":
+        return sys.stdin.read()
+    file = Path(path)
+    if not file.is_file():
+        raise CliError(f"{path}: no such file")
+    try:
+        return file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CliError(f"{path}: cannot read: {exc}") from exc
+
+
+def positive_int(text: str) -> int:
+    """argparse type: a positive integer."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {text}")
+    return value
+
+
+def common_parent() -> argparse.ArgumentParser:
+    """Options every subcommand takes (``--plain``)."""
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument(
+        "--plain", action="store_true", help="plain text output (no colour or rich tables)"
+    )
+    return parent
+
+
+def add_model_options(parser: argparse.ArgumentParser) -> None:
+    """The model and budget options of ``fit`` and ``inspect``."""
+    parser.add_argument("--model", help="model name (catalog limits and tokenizer family)")
+    parser.add_argument("--context-window", type=positive_int, help="window in tokens")
+    parser.add_argument("--max-output-tokens", type=positive_int, help="the model's output cap")
+    parser.add_argument("--max-tokens", type=positive_int, help="the request's reply budget")
+    parser.add_argument("--safety", type=int, default=500, help="tokens kept free (default 500)")
+    parser.add_argument("--format", choices=FORMATS, help="wire format (detected by default)")
+    parser.add_argument("--no-tools", action="store_true", help="ignore the file's tool schemas")
+
+
+def make_manager(args: argparse.Namespace, transcript: Transcript) -> ContextWindowManager:
+    """The manager the model options describe (explicit window wins over the catalog)."""
+    model = args.model or transcript.model
+    if args.context_window is not None:
+        info = ModelInfo(
+            args.context_window, max_output_tokens=args.max_output_tokens, source="explicit"
+        )
+        return ContextWindowManager(model, model_info=info, safety=args.safety)
+    if args.max_output_tokens is not None:
+        raise CliError("--max-output-tokens needs --context-window")
+    return ContextWindowManager(model, safety=args.safety)
+
+
+def _rich_console(stream: TextIO) -> Any:
+    try:
+        from rich.console import Console
+    except ImportError:
+        return None
+    return Console(file=stream, highlight=False, soft_wrap=True)
+
+
+class Output:
+    """Lines, bars and tables for one stream: rich on a terminal, plain otherwise.
+
+    Args:
+        plain: force plain text.
+        stream: where to write (stdout when None).
+        force_rich: use rich even when the stream is not a terminal (tests, recordings).
+    """
+
+    def __init__(
+        self, *, plain: bool = False, stream: TextIO | None = None, force_rich: bool = False
+    ) -> None:
+        self.stream = stream or sys.stdout
+        wants_rich = not plain and (force_rich or _isatty(self.stream))
+        self._console = _rich_console(self.stream) if wants_rich else None
+        if self._console is not None and force_rich:
+            from rich.console import Console
+
+            self._console = Console(
+                file=self.stream, force_terminal=True, width=110, highlight=False
+            )
+
+    @property
+    def rich(self) -> bool:
+        """Whether rich output is in use."""
+        return self._console is not None
+
+    def line(self, text: str = "", style: str | None = None) -> None:
+        """Print one line (``style`` is a rich style, ignored in plain mode)."""
+        if self._console is not None:
+            from rich.text import Text
+
+            self._console.print(Text(text, style=style or ""))
+        else:
+            print(text, file=self.stream, flush=True)
+
+    def bar(self, fraction: float, width: int = 20) -> str:
+        """A fixed-width bar for ``fraction`` (0..1, clipped); ASCII in plain mode."""
+        filled = round(max(0.0, min(fraction, 1.0)) * width)
+        full, empty = ("█", "░") if self.rich else ("#", ".")
+        return full * filled + empty * (width - filled)
+
+    def table(
+        self,
+        columns: Sequence[str],
+        rows: Sequence[Sequence[str]],
+        *,
+        title: str = "",
+        right: Sequence[int] = (),
+        styles: Sequence[str | None] = (),
+    ) -> None:
+        """Print a table; ``right`` are right-aligned column indices, ``styles`` per row."""
+        if self._console is not None:
+            from rich.table import Table
+
+            table = Table(title=title or None, title_justify="left")
+            for index, name in enumerate(columns):
+                table.add_column(name, justify="right" if index in right else "left")
+            for index, row in enumerate(rows):
+                style = styles[index] if index < len(styles) else None
+                table.add_row(*row, style=style)
+            self._console.print(table)
+            return
+        for line in plain_table(columns, rows, title=title, right=right):
+            print(line, file=self.stream)
+        self.stream.flush()
+
+
+def plain_table(
+    columns: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    *,
+    title: str = "",
+    right: Sequence[int] = (),
+) -> list[str]:
+    """A table as aligned plain-text lines (title, header, rule, rows)."""
+    widths = [len(c) for c in columns]
+    for row in rows:
+        for index, cell in enumerate(row):
+            widths[index] = max(widths[index], len(cell))
+
+    def render(cells: Sequence[str]) -> str:
+        parts = [
+            cell.rjust(widths[i]) if i in right else cell.ljust(widths[i])
+            for i, cell in enumerate(cells)
+        ]
+        return "  ".join(parts).rstrip()
+
+    lines = [title] if title else []
+    lines.append(render(columns))
+    lines.append("  ".join("-" * w for w in widths))
+    lines.extend(render(row) for row in rows)
+    return lines
+
+
+def _isatty(stream: TextIO) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty()) if callable(isatty) else False

