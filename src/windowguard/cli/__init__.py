@@ -23,14 +23,14 @@ from collections.abc import Sequence
 
 from ..exceptions import WindowGuardError
 from . import classify, demo, fit, inspect, models, plot
-from ._common import CliError, common_parent
+from ._common import ArgumentParser, CliError, common_parent
 
 __all__ = ["build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``windowguard`` command."""
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="windowguard",
         description="Keep LLM agent tool loops inside the model's context window.",
         epilog="Start with `windowguard demo`.",

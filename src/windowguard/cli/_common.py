@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 from ..adapters import FORMATS
 from ..catalog import ModelInfo
@@ -25,6 +25,7 @@ from ..manager import ContextWindowManager
 
 __all__ = [
     "EXAMPLE",
+    "ArgumentParser",
     "CliError",
     "Output",
     "Transcript",
@@ -136,6 +137,14 @@ def positive_int(text: str) -> int:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be positive: {text}")
     return value
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse with one-line usage errors (``windowguard fit: error: …; see --help``)."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print one line to stderr and exit 2."""
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def common_parent() -> argparse.ArgumentParser:

@@ -1,0 +1,178 @@
+"""The demo: sample-project tools, the deterministic agent, both runs, and `windowguard demo`."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from windowguard.cli import main
+from windowguard.demo import DemoAgent, DemoOptions, project_files, project_tools, run_scenario
+from windowguard.demo.chart import read_events, series_from_events
+from windowguard.emulator import EmulatorRequest, ToolSpec
+from windowguard.events import ModelCall, ToolResultEvent
+from windowguard.exceptions import ConfigurationError
+from windowguard.failures import FailureKind
+
+SMALL = {"context_window": 6144, "iterations": 10, "max_tokens": 512}
+
+
+def _tool(name: str):  # type: ignore[no-untyped-def]
+    return {t.name: t for t in project_tools()}[name]
+
+
+def test_project_files_are_the_shipped_sample() -> None:
+    files = project_files()
+    assert "tinytodo/query.py" in files and "README.md" in files
+    assert not any("__pycache__" in f or f.endswith(".pyc") for f in files)
+    root = resources.files("windowguard.demo").joinpath("sample_project")
+    assert (
+        _tool("read_file")
+        .fn(path="tinytodo/query.py")
+        .splitlines()[1]
+        .endswith(root.joinpath("tinytodo/query.py").read_text().splitlines()[0])
+    )
+
+
+def test_search_and_list_return_real_lines() -> None:
+    hits = _tool("search").fn(pattern="def parse_due").splitlines()
+    assert hits and all(h.startswith("tinytodo/query.py:") for h in hits)
+    listing = _tool("list_files").fn(directory="tinytodo")
+    assert "tinytodo/store.py" in listing and "README.md" not in listing
+
+
+def test_tool_schemas_enumerate_only_existing_things() -> None:
+    files = set(project_files())
+    read = _tool("read_file").parameters["properties"]["path"]["enum"]
+    assert set(read) == files
+
+
+def _request(call_number: int, seed: int = 0) -> EmulatorRequest:
+    tools = tuple(
+        ToolSpec(name=t.name, description=t.description, parameters=t.parameters)
+        for t in project_tools()
+    )
+    return EmulatorRequest(
+        flavor="vllm",
+        model="m",
+        messages=({"role": "user", "content": "x"},),
+        tools=tools,
+        prompt_tokens=10,
+        max_output_tokens=100,
+        call_number=call_number,
+        seed=seed,
+        body={},
+    )
+
+
+def test_agent_is_a_function_of_seed_and_call_number() -> None:
+    agent = DemoAgent(iterations=5)
+    assert agent(_request(4, seed=1)) == agent(_request(4, seed=1))
+    assert agent(_request(6)).tool_calls == ()
+    assert "query.py" in agent(_request(6)).text
+    replies = {repr(agent(_request(4, seed=s))) for s in range(8)}
+    assert len(replies) > 1  # the seed matters after the scripted plan
+
+
+def test_options_reject_unknown_flavour_and_tiny_window() -> None:
+    with pytest.raises(ConfigurationError, match="flavour"):
+        DemoOptions(flavor="gemini")
+    with pytest.raises(ConfigurationError, match="too small"):
+        DemoOptions(context_window=512)
+
+
+@pytest.mark.parametrize("flavor", ["vllm", "anthropic", "llamacpp", "openai"])
+def test_guarded_completes_where_unguarded_overflows(flavor: str) -> None:
+    options = DemoOptions(flavor=flavor, **SMALL)  # type: ignore[arg-type]
+    guarded = run_scenario(options, managed=True)
+    unguarded = run_scenario(options, managed=False)
+    assert guarded.termination == "COMPLETED" and "query.py" in guarded.answer
+    assert guarded.prunes > 0 and guarded.peak_pressure < 1.0
+    assert guarded.model_calls == SMALL["iterations"] + 1
+    assert unguarded.termination == "PROVIDER_ERROR"
+    assert unguarded.failure is not None
+    assert unguarded.failure.kind is FailureKind.CONTEXT_OVERFLOW
+    assert unguarded.failed_at_call == unguarded.model_calls + 1
+    # the same model behaviour until the failure: identical pressures before any prune
+    first_prune = next(i for i, e in enumerate(guarded.events) if e.kind == "transcript_pruned")
+    before = sum(1 for e in guarded.events[:first_prune] if e.kind == "context_pressure")
+    assert guarded.pressures[:before] == unguarded.pressures[:before]
+    for run in (guarded, unguarded):
+        assert not any(isinstance(e, ToolResultEvent) and e.is_error for e in run.events)
+
+
+def test_a_reply_budget_above_half_the_window_is_shrunk() -> None:
+    options = DemoOptions(context_window=8192, iterations=2, max_tokens=6000)
+    run = run_scenario(options, managed=True)
+    assert run.termination == "COMPLETED" and run.shrinks > 0
+    for event in run.events:
+        if isinstance(event, ModelCall):
+            assert event.input_tokens is not None and event.max_tokens is not None
+            assert event.input_tokens + event.max_tokens <= 8192
+
+
+def test_demo_command_small(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    out_dir = tmp_path / "out"
+    code = main(
+        [
+            "demo",
+            "--window",
+            "6144",
+            "--iterations",
+            "10",
+            "--max-tokens",
+            "512",
+            "--out",
+            str(out_dir),
+            "--plain",
+        ]
+    )
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "summary" in out and "COMPLETED" in out and "context_overflow" in out
+    assert "[guarded]" in out and "pruned" in out and "[unguarded]" in out
+    guarded = read_events(out_dir / "events-guarded.jsonl")
+    unguarded = read_events(out_dir / "events-unguarded.jsonl")
+    assert {"transcript_pruned", "run_finished"} <= {e["event"] for e in guarded}
+    assert series_from_events(unguarded, "u").failures[-1][1] == "context_overflow"
+    assert (out_dir / "pressure.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for name in ("events-guarded.jsonl", "events-unguarded.jsonl", "pressure.png"):
+        assert str(out_dir / name) in out
+    # a second run replaces the files rather than appending to them
+    assert (
+        main(
+            [
+                "demo",
+                "--window",
+                "6144",
+                "--iterations",
+                "10",
+                "--max-tokens",
+                "512",
+                "--out",
+                str(out_dir),
+                "--plain",
+                "--no-chart",
+            ]
+        )
+        == 0
+    )
+    assert len(read_events(out_dir / "events-guarded.jsonl")) == len(guarded)
+    json.dumps(guarded)
+
+
+def test_demo_bad_options_exit_nonzero(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["demo", "--flavor", "gemini"])
+    assert info.value.code == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    code = main(["demo", "--window", "100", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2 and "too small" in err and len(err.strip().splitlines()) == 1
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    code = main(["demo", "--out", str(blocker / "sub")])
+    err = capsys.readouterr().err
+    assert code == 2 and "output folder" in err and "Traceback" not in err
