@@ -228,6 +228,7 @@ def main() -> int:
         "| ---: | ---: | ---: |"
     )
     missed: list[tuple[Scenario, str]] = []
+    misses: list[str] = []
     scenarios: dict[tuple[int, str], Scenario] = {}
     for turns in args.sizes:
         for scenario in build(turns):
@@ -250,20 +251,27 @@ def main() -> int:
                 flush=True,
             )
             if turns == TARGET_SIZE:
-                if median(timing.cold_ms) >= TARGET_COLD_MS:
-                    missed.append((scenario, "cold"))
-                if median(warm_all) >= TARGET_WARM_MS:
-                    missed.append((scenario, "warm"))
+                checks = (
+                    ("cold", "wall", median(timing.cold_ms), TARGET_COLD_MS),
+                    ("cold", "CPU", median(timing.cold_cpu_ms), TARGET_COLD_MS),
+                    ("warm", "wall", median(warm_all), TARGET_WARM_MS),
+                    ("warm", "CPU", median(timing.warm_cpu_ms), TARGET_WARM_MS),
+                )
+                for phase, clock, value, target in checks:
+                    if value >= target:
+                        missed.append((scenario, phase))
+                        misses.append(f"{phase} {scenario.window_kind} ({clock} {value:.1f} ms)")
 
     if TARGET_SIZE in args.sizes:
-        verdict = (
-            "all met" if not missed else ", ".join(f"{k} ({s.window_kind})" for s, k in missed)
-        )
         print(
             f"\nTargets at {TARGET_SIZE:,} turns: warm < {TARGET_WARM_MS} ms, "
-            f"cold < {TARGET_COLD_MS} ms (medians) -- missed: {verdict}"
+            f"cold < {TARGET_COLD_MS} ms (medians, wall clock and CPU time) -- "
+            f"{'all met' if not misses else 'missed: ' + ', '.join(misses)}"
         )
-    to_profile = list(missed)
+    to_profile: list[tuple[Scenario, str]] = []
+    for scenario, phase in missed:  # each missed scenario once (a miss may be wall and CPU)
+        if not any(s is scenario and p == phase for s, p in to_profile):
+            to_profile.append((scenario, phase))
     if args.profile and TARGET_SIZE in args.sizes:
         to_profile = [
             (scenarios[(TARGET_SIZE, kind)], phase)

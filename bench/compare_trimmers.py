@@ -4,7 +4,9 @@ The same transcripts are fitted to the same token budget by:
 
 * ``windowguard``: ``ContextWindowManager(model_info=ModelInfo(budget + max_tokens,
   tokenizer="o200k"), safety=0).fit(messages, tools=tools, max_tokens=...)``, so
-  ``Fit.budget`` equals the budget; a fresh manager per transcript (a cold fit);
+  ``Fit.budget`` equals the budget; a fresh manager per transcript (a cold fit). Its
+  default pruning is ``"low_water"`` (a prune drops down to 0.7 x budget, so later
+  sends keep a stable prompt prefix); ``windowguard (minimal)`` drops just enough;
 * ``langchain (docs)``: ``langchain_core.messages.trim_messages(strategy="last",
   token_counter=<exact o200k counter>, include_system=True, start_on="human")``, the
   settings LangChain's docs recommend for chat history;
@@ -61,7 +63,6 @@ from windowguard.templates import count_prompt_parts
 BUDGETS = (8_000, 16_000, 32_000)
 SIZES = (10, 100, 1_000, 5_000)
 MAX_TOKENS = 1_024
-TOOLS = ("windowguard", "langchain (docs)", "langchain (default)", "litellm")
 
 Trimmer = Callable[[list[Message], list[Message], int], list[Message]]
 
@@ -85,14 +86,16 @@ class Outcome:
 # --------------------------------------------------------------------------- trimmers
 
 
-def windowguard_trim(messages: list[Message], tools: list[Message], budget: int) -> list[Message]:
-    max_tokens = min(MAX_TOKENS, budget)  # the reserve is capped at half the window
-    info = wg.ModelInfo(budget + max_tokens, tokenizer="o200k")
-    fit = wg.ContextWindowManager(model_info=info, safety=0).fit(
-        messages, tools=tools or None, max_tokens=max_tokens
-    )
-    assert fit.budget == budget, (fit.budget, budget)
-    return cast(list[Message], fit.messages)  # the caller's own dicts
+def windowguard_trimmer(pruning: str) -> Trimmer:
+    def trim(messages: list[Message], tools: list[Message], budget: int) -> list[Message]:
+        max_tokens = min(MAX_TOKENS, budget)  # the reserve is capped at half the window
+        info = wg.ModelInfo(budget + max_tokens, tokenizer="o200k")
+        manager = wg.ContextWindowManager(model_info=info, safety=0, pruning=pruning)  # type: ignore[arg-type]
+        fit = manager.fit(messages, tools=tools or None, max_tokens=max_tokens)
+        assert fit.budget == budget, (fit.budget, budget)
+        return cast(list[Message], fit.messages)  # the caller's own dicts
+
+    return trim
 
 
 def _o200k_message_tokens(message: Message) -> int:
@@ -177,7 +180,8 @@ def litellm_trimmer() -> Trimmer:
 
 def trimmers() -> dict[str, Trimmer]:
     return {
-        "windowguard": windowguard_trim,
+        "windowguard": windowguard_trimmer("low_water"),
+        "windowguard (minimal)": windowguard_trimmer("minimal"),
         "langchain (docs)": langchain_trimmer(docs_settings=True),
         "langchain (default)": langchain_trimmer(docs_settings=False),
         "litellm": litellm_trimmer(),
