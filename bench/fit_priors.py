@@ -42,6 +42,10 @@ TEMPLATE_OF = {
     "qwen": "qwen",
     "mistral": "mistral",
 }
+# Tokens the template writes around every message and every tool call, by template:
+# openai: 3 + the role; llama3: header ids, role, "\n\n", eot; qwen: im_start, role,
+# im_end, "\n" and the <tool_call> JSON frame; mistral: [INST]/[/INST] and [TOOL_CALLS].
+FRAMING_FLOOR = {"openai": (4, 7), "llama3": (5, 8), "qwen": (5, 12), "mistral": (2, 10)}
 # Families whose template JSON-escapes tool results (tojson / {"content": ...}).
 ESCAPES_RESULTS = {"llama3", "llama4", "mistral"}
 REPARSES_ARGUMENTS = {"llama3", "llama4", "qwen", "mistral"}
@@ -72,6 +76,12 @@ def message_items(message: dict[str, Any]) -> list[tuple[str, str, str]]:
             label = str(role)
         items.append((label, seg.content_class, seg.text))
     return items
+
+
+def message_ids(message: dict[str, Any]) -> tuple[str, ...]:
+    """Call ids a message opens or answers (the estimator sizes them as dense text)."""
+    shape = shape_messages([message], format="openai_chat").shapes[0]
+    return (*shape.opens, *shape.answers)
 
 
 def presented_count(
@@ -205,7 +215,7 @@ def fit_overheads(
             est = sum(
                 text_estimate(weights[cls], text_features(text))
                 for _, cls, text in message_items(message)
-            )
+            ) + sum(text_estimate(weights["dense"], text_features(i)) for i in message_ids(message))
             residual = tokens - est
             calls = len(message.get("tool_calls") or ())
             if calls:
@@ -233,13 +243,16 @@ def fit_overheads(
             est = sum(
                 text_estimate(weights[cls], text_features(text))
                 for _, cls, text in message_items(message)
-            )
+            ) + sum(text_estimate(weights["dense"], text_features(i)) for i in message_ids(message))
             call_overhead = max(
                 call_overhead, math.ceil(max(0, tokens - est - message_overhead) / calls)
             )
+    # Never below the framing the template itself writes per message and per call, so
+    # short unseen messages are covered even where the corpus' estimates had slack.
+    floor_message, floor_call = FRAMING_FLOOR[template]
     return {
-        "message": max(0, message_overhead),
-        "tool_call": call_overhead,
+        "message": max(floor_message, message_overhead),
+        "tool_call": max(floor_call, call_overhead),
         "tool": tool_overhead,
         "tools_block": 0,
         "request": max(0, request_overhead),

@@ -136,6 +136,7 @@ def test_counter_path_counts_text_exactly_plus_framing(shape: Shape) -> None:
         + priors.tool_call_tokens * len(shape.opens)
         + priors.media_item_tokens * shape.media_items
         + sum(counter.count(s.text) for s in shape.segments)
+        + sum(counter.count(i) for i in (*shape.opens, *shape.answers))
     )
     assert est.message_tokens(shape) == expected
 

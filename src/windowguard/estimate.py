@@ -190,7 +190,7 @@ _FITTED: dict[str, dict[str, Any]] = {
         "dense": [0.3, 0.6465, 0.8876, 0.325, 0.4667, 0.5125, 0.0, 0.4632, 1.7],
         "schema": [0.1368, 1.0284, 0.6933, 0.4883, 0.0, 1.0333, 0.2031, 0.6265, 1.8633],
         "message": 4,
-        "tool_call": 5,
+        "tool_call": 7,
         "tool": 0,
         "tools_block": 0,
         "request": 3,
@@ -201,7 +201,7 @@ _FITTED: dict[str, dict[str, Any]] = {
         "dense": [0.2667, 0.7904, 0.9209, 0.3584, 0.6556, 0.5459, 0.4201, 0.7959, 2.8584],
         "schema": [0.1456, 1.0919, 0.6771, 0.4795, 0.0, 1.0318, 0.663, 1.0448, 2.943],
         "message": 4,
-        "tool_call": 6,
+        "tool_call": 7,
         "tool": 0,
         "tools_block": 0,
         "request": 3,
@@ -211,8 +211,8 @@ _FITTED: dict[str, dict[str, Any]] = {
         "prose": [0.0963, 1.1263, 0.9944, 1.1613, 0.5626, 0.8132, 0.2474, 2.5904, 2.9038],
         "dense": [0.1667, 0.9853, 1.8334, 0.8334, 1.5556, 0.0, 0.0157, 1.8334, 4.8334],
         "schema": [0.1621, 1.0359, 0.6506, 0.7742, 0.0, 1.0254, 0.2658, 0.838, 2.838],
-        "message": 8,
-        "tool_call": 5,
+        "message": 5,
+        "tool_call": 8,
         "tool": 0,
         "tools_block": 0,
         "request": 35,
@@ -222,8 +222,8 @@ _FITTED: dict[str, dict[str, Any]] = {
         "prose": [0.0935, 1.0467, 1.0233, 1.1632, 0.5807, 0.7899, 0.2282, 2.5671, 1.9066],
         "dense": [0.1667, 0.9, 1.8334, 0.8334, 1.5556, 0.0, 0.0, 1.3334, 3.8334],
         "schema": [0.1525, 0.958, 0.6691, 0.8382, 0.0, 1.0261, 0.2562, 0.8476, 1.8476],
-        "message": 8,
-        "tool_call": 5,
+        "message": 5,
+        "tool_call": 8,
         "tool": 0,
         "tools_block": 0,
         "request": 35,
@@ -233,8 +233,8 @@ _FITTED: dict[str, dict[str, Any]] = {
         "prose": [0.1261, 1.0723, 1.2121, 1.0344, 0.4351, 0.5359, 0.3519, 1.9465, 0.874],
         "dense": [0.262, 0.7997, 0.9958, 0.3631, 0.6822, 0.4803, 0.1664, 0.6394, 0.9805],
         "schema": [0.0659, 1.1931, 1.3079, 0.5592, 0.5782, 0.5606, 0.4097, 0.9022, 1.1577],
-        "message": 9,
-        "tool_call": 8,
+        "message": 5,
+        "tool_call": 12,
         "tool": 0,
         "tools_block": 0,
         "request": 3,
@@ -244,8 +244,8 @@ _FITTED: dict[str, dict[str, Any]] = {
         "prose": [0.1382, 1.1308, 1.2052, 1.0438, 0.3716, 0.8339, 0.1127, 2.5966, 3.8619],
         "dense": [0.1667, 1.0738, 1.8334, 0.8334, 1.7223, 0.0, 0.0, 1.3334, 5.8334],
         "schema": [0.0674, 1.2728, 1.3178, 0.6202, 0.5614, 0.5476, 0.1745, 0.9327, 4.0755],
-        "message": 7,
-        "tool_call": 5,
+        "message": 14,
+        "tool_call": 10,
         "tool": 0,
         "tools_block": 0,
         "request": 1,
@@ -255,8 +255,8 @@ _FITTED: dict[str, dict[str, Any]] = {
         "prose": [0.1521, 1.2451, 1.3334, 1.2796, 0.6388, 0.9173, 0.6815, 2.8563, 4.2481],
         "dense": [0.33, 1.1812, 2.0168, 0.9168, 1.8946, 0.6005, 0.4622, 2.0168, 6.4168],
         "schema": [0.1784, 1.4001, 1.4496, 0.9221, 0.6361, 1.1367, 0.7294, 1.1493, 4.4831],
-        "message": 10,
-        "tool_call": 9,
+        "message": 16,
+        "tool_call": 14,
         "tool": 0,
         "tools_block": 346,
         "request": 39,
@@ -266,8 +266,8 @@ _FITTED: dict[str, dict[str, Any]] = {
         "prose": [0.1382, 1.1319, 1.2121, 1.1632, 0.5807, 0.8339, 0.6196, 2.5966, 3.8619],
         "dense": [0.3, 1.0738, 1.8334, 0.8334, 1.7223, 0.546, 0.4201, 1.8334, 5.8334],
         "schema": [0.1621, 1.2728, 1.3178, 0.8382, 0.5783, 1.0334, 0.663, 1.0448, 4.0755],
-        "message": 9,
-        "tool_call": 8,
+        "message": 14,
+        "tool_call": 12,
         "tool": 0,
         "tools_block": 0,
         "request": 35,
@@ -277,8 +277,8 @@ _FITTED: dict[str, dict[str, Any]] = {
         "prose": [0.1382, 1.1319, 1.2121, 1.1632, 0.5807, 0.8339, 0.6196, 2.5966, 3.8619],
         "dense": [0.3, 1.0738, 1.8334, 0.8334, 1.7223, 0.546, 0.4201, 1.8334, 5.8334],
         "schema": [0.1621, 1.2728, 1.3178, 0.8382, 0.5783, 1.0334, 0.663, 1.0448, 4.0755],
-        "message": 9,
-        "tool_call": 8,
+        "message": 14,
+        "tool_call": 12,
         "tool": 0,
         "tools_block": 0,
         "request": 35,
@@ -386,12 +386,18 @@ class Estimator:
         return _heuristic_tokens(weights, text)
 
     def message_tokens(self, shape: Shape) -> int:
-        """Raw estimate of one message: its text, its framing, its tool calls and media."""
+        """Raw estimate of one message: its text, call ids, framing, tool calls and media."""
         priors = self._priors
         total = priors.message_tokens
         total += priors.tool_call_tokens * len(shape.opens)
         total += priors.media_item_tokens * shape.media_items
         counter = self._counter
+        # Some templates show call ids (Mistral's "id"/"call_id"); size them as dense text.
+        for call_id in (*shape.opens, *shape.answers):
+            if counter is not None:
+                total += int(counter.count(call_id))
+            else:
+                total += _heuristic_tokens(priors.dense_weights, call_id)
         for segment in shape.segments:
             if counter is not None:
                 total += int(counter.count(segment.text))

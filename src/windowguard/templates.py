@@ -412,6 +412,9 @@ def _render_qwen(
             out.append((index, "\n"))
         elif role == "assistant":
             text = f"assistant\n{content}"
+            if index == len(messages) - 1:
+                # Qwen3 opens an (empty) think block on a trailing assistant message.
+                text = f"assistant\n<think>\n\n</think>\n\n{content.lstrip(chr(10))}"
             for n, (_, name, parsed, raw) in enumerate(_calls(message)):
                 arguments = raw if isinstance(parsed, str) else _tojson(parsed)
                 sep = "\n" if (n == 0 and content) or n > 0 else ""
@@ -523,11 +526,17 @@ def _render_mistral(
                 out.append((index, content))
             calls = _calls(message)
             if calls:
-                payload = [{"name": name, "arguments": parsed} for _, name, parsed, _ in calls]
+                payload = [
+                    {"name": name, "arguments": parsed, "id": call_id}
+                    for call_id, name, parsed, _ in calls
+                ]
                 out += [(index, _TOOL_CALLS), (index, _tojson(payload))]
             out.append((index, _EOS))
         else:
-            payload_result = {"content": _str_content(message, index)}
+            payload_result = {
+                "content": _str_content(message, index),
+                "call_id": str(message.get("tool_call_id") or ""),
+            }
             out += [(index, _RESULTS_START), (index, _tojson(payload_result))]
             out.append((index, _RESULTS_END))
     return out
