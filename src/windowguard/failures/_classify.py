@@ -1,0 +1,231 @@
+"""Classification: the decision that turns a read provider answer into a Failure.
+
+:func:`classify_failure` reads its input through :mod:`._sources`, then decides the
+kind in a fixed order: throttling first (Bedrock's "Too many tokens" is a rate limit,
+not an overflow), per-field length limits, overflow rules with numbers, output-cap
+rules, body codes, overflow words without numbers, content filters, the HTTP status,
+missing credentials, and ``UNKNOWN`` last.
+
+Invariants:
+    * A context overflow or an output-cap refusal is never retryable, whatever
+      ``x-should-retry`` says; only a smaller request can pass.
+    * A prompt count the server truncated or stated as "at least P" is flagged
+      ``prompt_tokens_is_lower_bound``.
+    * Never raises on a provider's answer.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from ._patterns import (
+    _CODE_KINDS,
+    _CREDENTIAL_WORDS,
+    _FILTER_WORDS,
+    _NOT_RETRYABLE_CODES,
+    _OUTPUT_RULES,
+    _OUTPUT_WORDS,
+    _OVERFLOW_RULES,
+    _OVERFLOW_WORDS,
+    _QUOTA_WORDS,
+    _THROTTLE_WORDS,
+    _match_numbers,
+)
+from ._sources import (
+    _Fields,
+    _fields,
+    _header_provider,
+    _normalise,
+    _parse_body,
+    _retry_after,
+)
+from ._values import _TRANSIENT, Failure, FailureKind
+
+__all__ = ["classify_failure"]
+
+
+def _status_kind(status: int) -> FailureKind:
+    if status == 401:
+        return FailureKind.AUTH
+    if status in (402, 403):
+        return FailureKind.PERMISSION
+    if status == 404:
+        return FailureKind.NOT_FOUND
+    if status == 408:
+        return FailureKind.TIMEOUT
+    if status == 429:
+        return FailureKind.RATE_LIMIT
+    if status in (409, 425):
+        return FailureKind.SERVER
+    if status == 499:
+        return FailureKind.CONNECTION
+    if status in (503, 529):
+        return FailureKind.OVERLOADED
+    if status == 504:
+        return FailureKind.TIMEOUT
+    if status >= 500:
+        return FailureKind.SERVER
+    if 400 <= status < 500:
+        return FailureKind.INVALID_REQUEST
+    return FailureKind.UNKNOWN
+
+
+def _guess_provider(
+    rule_provider: str | None, headers: Mapping[str, str], f: _Fields
+) -> str | None:
+    by_header = _header_provider(headers)
+    if by_header is not None:
+        return by_header
+    if rule_provider is not None:
+        return rule_provider
+    message = f.message
+    if re.search(r"ThrottlingException|ValidationException|AccessDeniedException", message):
+        return "bedrock"
+    if "Azure OpenAI" in message or "azure" in f.codes:
+        return "azure"
+    if "groq" in message.lower():
+        return "groq"
+    if re.search(r"openrouter|middle-out", message, re.IGNORECASE):
+        return "openrouter"
+    if "exceeded max context length by" in message:
+        return "ollama"
+    return f.shape
+
+
+def classify_failure(
+    error: object = None,
+    *,
+    status: int | None = None,
+    body: object = None,
+    headers: object = None,
+) -> Failure:
+    """Classify one provider failure into a :class:`Failure`.
+
+    Args:
+        error: an ``openai``/``anthropic`` SDK exception (status errors carry
+            ``.response``/``.body``/``.status_code``; connection and timeout errors
+            carry none), an httpx/httpx2 ``Response``, an Anthropic message (object or
+            dict) whose ``stop_reason`` is ``model_context_window_exceeded``, a streamed
+            error payload (the Responses API ``error`` or ``response.failed`` event, or
+            a chat chunk's ``{"error": ...}``), or None when passing the parts below.
+        status: the HTTP status; overrides the one found on ``error``.
+        body: the response body as str, bytes (UTF-8 JSON, or an SSE ``data:`` line)
+            or a decoded JSON value; overrides the one found on ``error``.
+        headers: response headers as a mapping or ``(name, value)`` pairs.
+
+    Returns:
+        The classified failure; ``FailureKind.UNKNOWN`` when nothing is recognised.
+    """
+    normal = _normalise(error, status, body, headers)
+    if isinstance(normal, Failure):
+        return normal
+    signal = normal
+    parsed, text = _parse_body(signal.body)
+    f = _fields(parsed, text or signal.text)
+    message = f.message or signal.text
+    http_status = signal.status if signal.status is not None else f.status
+    hdrs = signal.headers
+    retry_after = _retry_after(hdrs, message)
+
+    if signal.transport is not None and http_status is None:
+        return Failure(
+            kind=signal.transport, retryable=True, message=message, provider=_header_provider(hdrs)
+        )
+
+    amzn = hdrs.get("x-amzn-errortype", "").split(":")[0].lower()
+    code_list = [*f.codes, amzn] if amzn else list(f.codes)
+    codes = set(code_list)
+    kind: FailureKind | None = None
+    numbers: dict[str, int] = {}
+    rule_provider: str | None = None
+    lower_bound = False
+
+    throttled = (
+        http_status == 429
+        or bool(codes & {"throttlingexception", "rate_limit_exceeded", "rate_limit_error"})
+        or "resource_exhausted" in codes
+        or bool(_THROTTLE_WORDS.search(message))
+    )
+    if throttled:
+        kind = FailureKind.RATE_LIMIT
+    elif "string_above_max_length" in codes:
+        kind = FailureKind.INVALID_REQUEST
+    else:
+        found = _match_numbers(_OVERFLOW_RULES, message)
+        if found is not None:
+            rule, numbers = found
+            kind, rule_provider = FailureKind.CONTEXT_OVERFLOW, rule.provider
+            lower_bound = rule.lower_bound or "at_least" in numbers
+            max_input = numbers.get("max_input_tokens")
+            if rule.truncated_at_max_input and max_input is not None:
+                stated = numbers.get("prompt_tokens")
+                if stated is None or stated == max_input + 1:
+                    numbers["prompt_tokens"] = max_input + 1
+                    lower_bound = True
+        else:
+            found = _match_numbers(_OUTPUT_RULES, message)
+            if found is not None:
+                rule, numbers = found
+                kind, rule_provider = FailureKind.OUTPUT_LIMIT, rule.provider
+                if "exclusive_cap" in numbers:
+                    numbers["max_output_tokens"] = numbers["exclusive_cap"] - 1
+    if kind is None and (f.n_prompt_tokens is not None or "exceed_context_size_error" in codes):
+        kind, rule_provider = FailureKind.CONTEXT_OVERFLOW, "llamacpp"
+    if kind is None:
+        coded = [_CODE_KINDS[c] for c in code_list if c in _CODE_KINDS]
+        specific = [k for k in coded if k is not FailureKind.INVALID_REQUEST]
+        if specific:
+            kind = specific[0]
+        server_side = (FailureKind.SERVER, FailureKind.OVERLOADED, FailureKind.TIMEOUT)
+        if kind is FailureKind.SERVER and http_status is not None and http_status >= 500:
+            kind = _status_kind(http_status)  # 503/529 overload, 504 timeout: the status says more
+        elif kind in server_side and http_status is not None and 400 <= http_status < 500:
+            kind = None  # a client error whose body names a server cause: trust the status
+    generic_status = http_status is None or http_status in (400, 413, 422)
+    if kind is None and generic_status and _OVERFLOW_WORDS.search(message):
+        kind = FailureKind.CONTEXT_OVERFLOW
+    if kind is None and http_status is None and _OUTPUT_WORDS.search(message):
+        kind = FailureKind.OUTPUT_LIMIT
+    if kind is None and _FILTER_WORDS.search(message) and http_status in (None, 400, 403):
+        kind = FailureKind.CONTENT_FILTER
+    if kind is None and http_status is not None:
+        kind = _status_kind(http_status)
+    if kind is None and _CREDENTIAL_WORDS.search(message):
+        kind = FailureKind.AUTH  # an SDK that could not load credentials; nothing was sent
+    if kind is None:
+        coded = [_CODE_KINDS[c] for c in code_list if c in _CODE_KINDS]
+        kind = coded[0] if coded else FailureKind.UNKNOWN
+
+    if kind is FailureKind.CONTEXT_OVERFLOW:
+        if "prompt_tokens" not in numbers and f.n_prompt_tokens is not None:
+            numbers["prompt_tokens"] = f.n_prompt_tokens
+        if "context_window" not in numbers and f.n_ctx is not None:
+            numbers["context_window"] = f.n_ctx
+
+    retryable = kind in _TRANSIENT
+    if kind is FailureKind.RATE_LIMIT and (
+        _QUOTA_WORDS.search(message) or codes & _NOT_RETRYABLE_CODES
+    ):
+        retryable = False  # billing, or a single request larger than the per-minute limit
+    should_retry = hdrs.get("x-should-retry", "").strip().lower()
+    if kind not in (FailureKind.CONTEXT_OVERFLOW, FailureKind.OUTPUT_LIMIT):
+        if should_retry == "true":
+            retryable = True
+        elif should_retry == "false":
+            retryable = False
+
+    return Failure(
+        kind=kind,
+        retryable=retryable,
+        retry_after=retry_after,
+        status=http_status,
+        provider=_guess_provider(rule_provider, hdrs, f),
+        message=message,
+        code=f.code,
+        prompt_tokens=numbers.get("prompt_tokens"),
+        prompt_tokens_is_lower_bound=lower_bound and "prompt_tokens" in numbers,
+        context_window=numbers.get("context_window"),
+        requested_output=numbers.get("requested_output"),
+        max_output_tokens=numbers.get("max_output_tokens"),
+    )
