@@ -33,6 +33,16 @@ def _o200k() -> None:
     require("o200k")  # skips with the reason outside CI when the vocabulary is missing
 
 
+_OPEN: list[Any] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_providers() -> Any:
+    yield
+    while _OPEN:
+        _OPEN.pop().close()
+
+
 FILES = {
     f"src/module_{i}.py": "\n".join(
         f"def f{i}_{j}(x):\n    return x * {j}  # line {j}" for j in range(60)
@@ -85,7 +95,9 @@ TASK = [
 
 
 def _provider(emu: Emulator) -> Any:
-    return wg.OpenAIChatProvider("Qwen/Qwen3-8B", base_url=emu.base_url, api_key="k")
+    provider = wg.OpenAIChatProvider("Qwen/Qwen3-8B", base_url=emu.base_url, api_key="k")
+    _OPEN.append(provider)
+    return provider
 
 
 def _overflows(result: wg.RunResult) -> int:
@@ -137,8 +149,10 @@ def test_the_same_run_without_the_manager_overflows_at_the_provider() -> None:
         model="Qwen/Qwen3-8B",
         seed=7,
     ) as emu:
-        loop = wg.ToolLoop(_provider(emu), tools=TOOLS, max_iterations=300, max_tokens=1024)
-        result = loop.run(TASK)
+        with _provider(emu) as provider:
+            result = wg.ToolLoop(provider, tools=TOOLS, max_iterations=300, max_tokens=1024).run(
+                TASK
+            )
         assert result.termination is wg.TerminationReason.PROVIDER_ERROR
         assert result.failure is not None
         assert result.failure.kind is FailureKind.CONTEXT_OVERFLOW
@@ -190,6 +204,7 @@ def test_anthropic_run_with_manager_through_the_sdk() -> None:
         scenario="coding-agent:60",
     ) as emu:
         provider = wg.AnthropicProvider("claude-sonnet-4-6", base_url=emu.root_url, api_key="k")
+        _OPEN.append(provider)
         manager = wg.ContextWindowManager(model_info=provider.model_info())
         loop = wg.ToolLoop(
             provider, tools=TOOLS, manager=manager, max_iterations=60, max_tokens=1024
