@@ -337,3 +337,51 @@ def test_killed_run_resumes_from_its_journal_with_nothing_lost_or_repeated(tmp_p
             or len(emu.records) - calls_before <= model_calls - calls_before + 1
         )
         assert len(emu.records) <= model_calls + 1
+
+
+def test_anthropic_cap_hit_synthesis_sends_tools_with_tool_choice_none() -> None:
+    # The Messages API refuses a history with tool blocks and no tool definitions, so the
+    # synthesis call keeps the tools (counted by the fit) and forbids calling them.
+    with Emulator(
+        flavor="anthropic",
+        context_window=16_000,
+        max_output_tokens=2048,
+        tokenizer=TOKENIZER,
+        scenario="coding-agent:50",
+    ) as emu:
+        provider = wg.AnthropicProvider("claude-sonnet-4-6", base_url=emu.root_url, api_key="k")
+        _OPEN.append(provider)
+        loop = wg.ToolLoop(
+            provider,
+            tools=TOOLS,
+            manager=wg.ContextWindowManager(model_info=provider.model_info()),
+            max_iterations=3,
+            max_tokens=512,
+        )
+        result = loop.run(
+            [{"role": "user", "content": TASK[1]["content"]}], system=TASK[0]["content"]
+        )
+        assert result.termination is wg.TerminationReason.MAX_ITERATIONS, result.failure
+        assert all(r.status == 200 for r in emu.records)
+        assert len(emu.records) == 4
+
+
+def test_emulator_refuses_tool_blocks_without_tools_like_the_messages_api() -> None:
+    anthropic = pytest.importorskip("anthropic")
+    with (
+        Emulator(flavor="anthropic", context_window=8000, tokenizer=TOKENIZER) as emu,
+        anthropic.Anthropic(base_url=emu.root_url, api_key="k", max_retries=0) as client,
+    ):
+        messages = [
+            {"role": "user", "content": "hi"},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "t1", "name": "list_files", "input": {}}],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "a.py"}],
+            },
+        ]
+        with pytest.raises(anthropic.BadRequestError, match="must define tools"):
+            client.messages.create(model="claude-sonnet-4-6", max_tokens=100, messages=messages)

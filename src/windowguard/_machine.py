@@ -337,13 +337,17 @@ class LoopMachine:
         run.transcript.extend(self._tool_result_messages(results))
 
     def _send(self, run: _Run, site: Site) -> Generator[Action, Any, ModelResponse]:
-        with_tools = site == "tool_send"
-        specs = self.tool_specs if with_tools else ()
+        specs = self.tool_specs if site == "tool_send" else ()
+        tool_choice: Literal["none"] | None = None
+        if site == "synthesis" and self.format == "anthropic" and self.tool_specs:
+            # The Messages API refuses a history with tool_use/tool_result blocks and no
+            # tool definitions: send them (and count them), but forbid calls.
+            specs, tool_choice = self.tool_specs, "none"
         history = SendHistory()
         safety: int | None = None
         attempt = 0
         while True:
-            request = self._request(run, site, specs, safety)
+            request = self._request(run, site, specs, safety, tool_choice)
             answer: ModelAnswer = yield SendModel(request=request, step=run.step, attempt=attempt)
             attempt += 1
             if answer.response is not None:
@@ -394,7 +398,12 @@ class LoopMachine:
                 raise _Ended(self._finish(run, termination, failure=failure))
 
     def _request(
-        self, run: _Run, site: Site, specs: tuple[ToolSpec, ...], safety: int | None
+        self,
+        run: _Run,
+        site: Site,
+        specs: tuple[ToolSpec, ...],
+        safety: int | None,
+        tool_choice: Literal["none"] | None,
     ) -> ModelRequest:
         max_tokens = self.max_tokens
         if run.output_cap is not None:
@@ -407,6 +416,7 @@ class LoopMachine:
                 max_tokens=max_tokens,
                 system=run.system,
                 site=site,
+                tool_choice=tool_choice,
             )
         before = manager.calibration.factor
         try:
@@ -437,6 +447,7 @@ class LoopMachine:
             max_tokens=fit.max_tokens,
             system=run.system,
             site=site,
+            tool_choice=tool_choice,
         )
 
     def _received(self, run: _Run, site: Site, request: ModelRequest, answer: ModelAnswer) -> None:

@@ -217,6 +217,8 @@ class _AnthropicBase:
             kwargs["system"] = system
         if tools:
             kwargs["tools"] = tools
+            if request.tool_choice is not None:
+                kwargs["tool_choice"] = {"type": request.tool_choice}
         budget = thinking_budget_for(self._thinking_budget, max_tokens)
         if budget is not None:
             kwargs["thinking"] = {"type": "enabled", "budget_tokens": budget}

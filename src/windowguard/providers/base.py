@@ -63,6 +63,10 @@ class ModelRequest:
         system: Anthropic's separate system argument (None for other formats).
         site: which send site this is.
         stream: whether the caller wants text deltas as they arrive.
+        tool_choice: ``"none"`` when tools are sent only because the format requires
+            them but the model must not call any (Anthropic's synthesis call: the Messages
+            API refuses a history holding tool blocks without tool definitions); None
+            leaves the provider's default.
     """
 
     messages: Sequence[object]
@@ -71,6 +75,7 @@ class ModelRequest:
     system: object = None
     site: Site = "tool_send"
     stream: bool = False
+    tool_choice: Literal["auto", "none"] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

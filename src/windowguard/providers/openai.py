@@ -193,6 +193,8 @@ class _OpenAIChatBase:
                 }
                 for spec in request.tools
             ]
+            if request.tool_choice is not None:
+                kwargs["tool_choice"] = request.tool_choice
         if request.max_tokens is not None:
             kwargs[self._max_tokens_param] = request.max_tokens
         if stream:

@@ -75,6 +75,11 @@ def parse_messages_request(body: Any, *, beta_header: str = "") -> ParsedRequest
     tools = body.get("tools") or []
     if not isinstance(tools, list):
         return _invalid("tools: Input should be a valid list")
+    if not tools and any(m.get("role") == "tool" or m.get("tool_calls") for m in converted):
+        # The Messages API refuses a history with tool blocks but no tool definitions.
+        return _invalid(
+            "Requests which include `tool_use` or `tool_result` blocks must define tools."
+        )
     chat_tools: list[Mapping[str, Any]] = []
     specs: list[ToolSpec] = []
     for index, tool in enumerate(tools):
