@@ -23,6 +23,8 @@ MISSING: Any = _Missing()
 
 def field(obj: object, name: str, default: Any = None) -> Any:
     """Read ``name`` from a mapping or an SDK object (pydantic model, dataclass)."""
+    if type(obj) is dict:  # the common case; skips the slower ABC isinstance check
+        return obj.get(name, default)
     if isinstance(obj, Mapping):
         return obj.get(name, default)
     return getattr(obj, name, default)
