@@ -58,6 +58,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _corpus
 import windowguard as wg
 from _corpus import Message, Transcript
+from windowguard.prune import PruningPolicy
 from windowguard.templates import count_prompt_parts
 
 BUDGETS = (8_000, 16_000, 32_000)
@@ -86,11 +87,11 @@ class Outcome:
 # --------------------------------------------------------------------------- trimmers
 
 
-def windowguard_trimmer(pruning: str) -> Trimmer:
+def windowguard_trimmer(pruning: PruningPolicy) -> Trimmer:
     def trim(messages: list[Message], tools: list[Message], budget: int) -> list[Message]:
         max_tokens = min(MAX_TOKENS, budget)  # the reserve is capped at half the window
         info = wg.ModelInfo(budget + max_tokens, tokenizer="o200k")
-        manager = wg.ContextWindowManager(model_info=info, safety=0, pruning=pruning)  # type: ignore[arg-type]
+        manager = wg.ContextWindowManager(model_info=info, safety=0, pruning=pruning)
         fit = manager.fit(messages, tools=tools or None, max_tokens=max_tokens)
         assert fit.budget == budget, (fit.budget, budget)
         return cast(list[Message], fit.messages)  # the caller's own dicts
