@@ -28,6 +28,7 @@ import exact_tokenizers as ex  # noqa: E402
 from fit_priors import (  # noqa: E402
     EXACT_FAMILIES,
     TEMPLATE_OF,
+    MemoCounter,
     corpus_tool_sets,
     message_items,
     presented_count,
@@ -44,6 +45,8 @@ KINDS = (
     "tool results",
     "tool schemas",
     "whole requests",
+    "line-numbered code",
+    "coding_agent.json requests",
 )
 
 
@@ -53,7 +56,7 @@ def p99(values: list[float]) -> float:
 
 
 def family_ratios(family: str, corpus: list[dict[str, Any]]) -> dict[str, list[float]]:
-    counter = ex.load(family)
+    counter = MemoCounter(ex.load(family))
     estimator = Estimator(family)
     ratios: dict[str, list[float]] = defaultdict(list)
     seen: set[tuple[str, str]] = set()
@@ -76,6 +79,23 @@ def family_ratios(family: str, corpus: list[dict[str, Any]]) -> dict[str, list[f
         for request in ex.corpus_requests(transcript):
             exact = count_prompt(counter, request, tools, template=template)
             ratios["whole requests"].append(estimator.count(request, tools) / exact)
+    # The demo's sample project as its read_file tool shows it (line-numbered code), and
+    # the bundled coding-agent example's requests.
+    from windowguard.demo.tools import project_files, read_project_file
+
+    for path in project_files():
+        text = "".join(
+            f"{n:>4}  {line}\n" for n, line in enumerate(read_project_file(path).splitlines(), 1)
+        )
+        exact = presented_count(family, counter, {"role": "tool"}, "tool results", text)
+        if exact:
+            ratios["line-numbered code"].append(estimator.text_tokens(text, "dense") / exact)
+    example = json.loads((ROOT / "src/windowguard/examples/coding_agent.json").read_text())
+    for request in ex.corpus_requests(example):
+        exact = count_prompt(counter, request, example.get("tools"), template=template)
+        ratios["coding_agent.json requests"].append(
+            estimator.count(request, example.get("tools")) / exact
+        )
     return ratios
 
 
@@ -87,6 +107,22 @@ def adversarial_ratios(family: str) -> dict[str, float]:
         / counter.count(text)
         for name, text in ex.adversarial_texts().items()
     }
+
+
+def robustness_row(family: str, seed: int) -> str:
+    counter = ex.load(family)
+    estimator = Estimator(family)
+    ratios = sorted(
+        (
+            min(estimator.text_tokens(t, "prose"), estimator.text_tokens(t, "dense"))
+            / counter.count(t),
+            n,
+        )
+        for n, t in ex.robustness_texts(seed).items()
+        if t
+    )
+    under = sum(1 for r, _ in ratios if r < 1.0)
+    return f"| {family} | {seed} | {len(ratios)} | {ratios[0][0]:.2f} | {ratios[0][1]} | {under} |"
 
 
 def usage_checks(corpus: list[dict[str, Any]]) -> list[str]:
@@ -167,6 +203,12 @@ def main() -> None:
     table = {family: adversarial_ratios(family) for family in EXACT_FAMILIES}
     for name in names:
         print(f"| {name} | " + " | ".join(f"{table[f][name]:.2f}" for f in EXACT_FAMILIES) + " |")
+    print("\n## held-out robustness texts (not fitted on): min estimate / exact\n")
+    print("| family | seed | n | min | worst text | texts under 1.0 |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for family in EXACT_FAMILIES:
+        for seed in (7, 8):
+            print(robustness_row(family, seed))
     print("\n## provider-reported prompt tokens\n")
     for line in usage_checks(corpus):
         print(f"- {line}")

@@ -133,6 +133,21 @@ def load(family: str) -> TokenCounter:
         raise MissingTokenizerError(f"{family}: {exc}") from exc
 
 
+class MemoCounter:
+    """An exact counter that remembers: every request of a run re-renders the texts of
+    the previous one, so remembering makes checking all 2,803 requests take seconds."""
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self._counter = counter
+        self._seen: dict[str, int] = {}
+
+    def count(self, text: str) -> int:
+        tokens = self._seen.get(text)
+        if tokens is None:
+            tokens = self._seen[text] = self._counter.count(text)
+        return tokens
+
+
 def require(family: str) -> TokenCounter:
     """The exact counter of ``family``, or skip (fail under ``CI=true``) with the reason."""
     try:
@@ -209,4 +224,161 @@ def adversarial_texts() -> dict[str, str]:
         "punctuation": "!?.,;:-_=+*/\\|<>[]{}()@#$%^&~`'\"" * 300,
         "whitespace": " \t \n  \n\t" * 500,
         "mixed_case_ids": "".join(rng.choice("AbCdEfGhIjKlMnOpQrStUvWxYz") for _ in range(20000)),
+        **transition_texts(rng),
+    }
+
+
+_CLASS_CHARS = {
+    "a": "abcdefghijklmnopqrstuvwxyz",
+    "A": "ABCDEFGHIJKLMNOPQRSTUVWXYZ",
+    "0": "0123456789",
+    " ": " ",
+    "\n": "\n",
+    ".": "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~",
+}
+
+
+def transition_texts(rng: Any) -> dict[str, str]:
+    """Texts made of one class bigram the estimator counts, repeated.
+
+    The estimator's merge features (``". "``, ``".A"``, ``"aA"`` ...) may carry negative
+    weights; a text that is nothing but that transition, with random characters of
+    the two classes in runs of 1-3, is where such a weight could under-count most.
+    """
+    from windowguard.estimate import BIGRAM_CLASSES
+
+    texts = {}
+    for pair in BIGRAM_CLASSES:
+        first, second = (_CLASS_CHARS[c] for c in pair)
+        parts = []
+        for _ in range(600):
+            parts.append("".join(rng.choice(first) for _ in range(rng.randint(1, 3))))
+            parts.append("".join(rng.choice(second) for _ in range(rng.randint(1, 3))))
+        texts["transition " + repr(pair)[1:-1]] = "".join(parts)
+    return texts
+
+
+_SOUP_CLASSES = (
+    "abcdefghijklmnopqrstuvwxyz",
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZ",
+    "0123456789",
+    " ",
+    "\t",
+    "\n",
+    "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~",
+    "éèüößñçåøÉÖ",
+    "αβγδεжзийклм",
+    "的一是不了人我在有他这中大来上",
+    "😀🚀🔥✅💡🧪👍",
+)
+
+
+def robustness_texts(seed: int = 7, count: int = 120) -> dict[str, str]:
+    """Deterministic random texts of many shapes, for fitting and held-out checks.
+
+    The estimator's features include counts of character-class transitions whose
+    weights may be negative (they model tokens merging), so the fit and the tests also
+    cover text unlike the corpus: character soups of random class mixtures and run
+    lengths, pseudo-word prose, indented and line-numbered code, JSON at several
+    indents, identifiers, paths and hex. Another ``seed`` gives a held-out set.
+    """
+    import random
+
+    rng = random.Random(seed)
+    syllables = [a + b for a in "bcdfghklmnprstvwz" for b in "aeiou"] + ["th", "ing", "er"]
+
+    def word() -> str:
+        return "".join(rng.choice(syllables) for _ in range(rng.randint(1, 4)))
+
+    def ident() -> str:
+        parts = [word() for _ in range(rng.randint(1, 3))]
+        style = rng.randrange(3)
+        if style == 0:
+            return "_".join(parts)
+        if style == 1:
+            return parts[0] + "".join(p.title() for p in parts[1:])
+        return "".join(p.title() for p in parts)
+
+    def prose() -> str:
+        out = []
+        for _ in range(rng.randint(1, 120)):
+            w = word()
+            if rng.random() < 0.1:
+                w = w.title()
+            out.append(w + rng.choice([" ", " ", " ", ", ", ". ", "\n", "; ", " - "]))
+        return "".join(out)
+
+    def code() -> str:
+        lines = []
+        depth = 0
+        numbered = rng.randrange(3)
+        for n in range(1, rng.randint(2, 80)):
+            depth = max(0, min(6, depth + rng.choice([-1, 0, 0, 1])))
+            body = rng.choice(
+                [
+                    f"{ident()} = {ident()}({ident()}, {rng.randrange(1000)})",
+                    f"def {ident()}({ident()}: int) -> str:",
+                    f"if {ident()} > {rng.randrange(100)}:",
+                    f"return self.{ident()}[{rng.randrange(10)}]",
+                    f'print("{prose()[:40].strip()}")',
+                    "",
+                    f"# {prose()[:60].strip()}",
+                    "}",
+                    f"{ident()}.{ident()}({{{ident()}: {rng.random():.4f}}});",
+                ]
+            )
+            indent = rng.choice([" " * 4, " " * 2, "\t"]) * depth
+            prefix = ("", f"{n:>6}\t", f"{n:>4}  ")[numbered]
+            lines.append(prefix + indent + body)
+        return "\n".join(lines)
+
+    def json_text() -> str:
+        def value(level: int) -> object:
+            kind = rng.randrange(6 if level < 3 else 4)
+            if kind == 0:
+                return rng.randrange(-(10**9), 10**9)
+            if kind == 1:
+                return round(rng.uniform(-1e4, 1e4), rng.randint(0, 6))
+            if kind == 2:
+                return prose()[: rng.randint(0, 50)]
+            if kind == 3:
+                return rng.choice([True, False, None, ident()])
+            if kind == 4:
+                return [value(level + 1) for _ in range(rng.randint(0, 5))]
+            return {ident(): value(level + 1) for _ in range(rng.randint(0, 6))}
+
+        indent = rng.choice([None, None, 2, 4])
+        separators = rng.choice([None, (",", ":")]) if indent is None else None
+        return json.dumps(
+            {ident(): value(0) for _ in range(rng.randint(1, 8))},
+            indent=indent,
+            separators=separators,
+            ensure_ascii=rng.random() < 0.5,
+        )
+
+    def soup() -> str:
+        classes = rng.sample(_SOUP_CLASSES, rng.randint(1, 4))
+        out = []
+        for _ in range(rng.randint(1, 200)):
+            chars = rng.choice(classes)
+            out.append("".join(rng.choice(chars) for _ in range(rng.choice([1, 1, 2, 3, 8]))))
+        return "".join(out)
+
+    def paths() -> str:
+        out = []
+        for _ in range(rng.randint(1, 40)):
+            kind = rng.randrange(4)
+            if kind == 0:
+                out.append("/" + "/".join(ident() for _ in range(rng.randint(1, 6))) + ".py")
+            elif kind == 1:
+                out.append(f"https://{word()}.com/{ident()}?{word()}={rng.randrange(10**6)}")
+            elif kind == 2:
+                out.append(f"{rng.getrandbits(128):032x}")
+            else:
+                out.append(f"{ident()}:{rng.randrange(10**4)}:{rng.randrange(100)}")
+        return rng.choice([" ", "\n", ", "]).join(out)
+
+    makers = (prose, code, json_text, soup, paths)
+    return {
+        f"{makers[i % len(makers)].__name__}_{i}": makers[i % len(makers)]() for i in range(count)
     }
