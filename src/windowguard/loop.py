@@ -78,6 +78,7 @@ class _LoopBase:
         retry_policy: RetryPolicy | None = None,
         pressure_thresholds: Sequence[float] = (0.8, 0.95),
         random: Callable[[], float] | None = None,
+        sleep: Callable[[float], Any] | None = None,
     ) -> None:
         if not isinstance(max_iterations, int) or max_iterations < 0:
             raise ConfigurationError(f"max_iterations must be an int >= 0, got {max_iterations!r}")
@@ -103,7 +104,11 @@ class _LoopBase:
         self.retry_policy = retry_policy or RetryPolicy()
         self.pressure_thresholds = tuple(pressure_thresholds)
         self.random = random if random is not None else _random.Random(0).random
+        self._sleep: Callable[[float], Any] = sleep if sleep is not None else self._default_sleep()
         self._cancel = False
+
+    def _default_sleep(self) -> Callable[[float], Any]:
+        return time.sleep
 
     def cancel(self) -> None:
         """Ask running runs to stop at the next step boundary (termination CANCELLED)."""
@@ -195,16 +200,9 @@ class ToolLoop(_LoopBase):
         sleep: the function that waits (injected in tests).
     """
 
-    def __init__(
-        self,
-        provider: Provider,
-        *,
-        sleep: Callable[[float], None] = time.sleep,
-        **options: Any,
-    ) -> None:
-        super().__init__(provider, **options)
-        self._provider = provider
-        self._sleep = sleep
+    @property
+    def _provider(self) -> Provider:
+        return self.provider  # type: ignore[return-value]
 
     def run(
         self, messages: Sequence[Any], *, run_id: str | None = None, system: Any = None
@@ -397,19 +395,16 @@ class AsyncToolLoop(_LoopBase):
     """Runs an agent tool loop with an asynchronous provider (same rules as ToolLoop).
 
     Parallel tool calls of one turn run concurrently; results keep the calls' order.
-    Takes the same arguments as :class:`ToolLoop`; ``sleep`` is an async function.
+    Takes the same arguments as :class:`ToolLoop`; ``sleep`` is an async function
+    (default ``asyncio.sleep``).
     """
 
-    def __init__(
-        self,
-        provider: AsyncProvider,
-        *,
-        sleep: Callable[[float], Any] = asyncio.sleep,
-        **options: Any,
-    ) -> None:
-        super().__init__(provider, **options)
-        self._provider = provider
-        self._sleep = sleep
+    def _default_sleep(self) -> Callable[[float], Any]:
+        return asyncio.sleep
+
+    @property
+    def _provider(self) -> AsyncProvider:
+        return self.provider  # type: ignore[return-value]
 
     async def run(
         self, messages: Sequence[Any], *, run_id: str | None = None, system: Any = None
