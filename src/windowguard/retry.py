@@ -64,7 +64,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .exceptions import ConfigurationError
-from .failures import Failure, FailureKind, TerminationReason
+from .failures import TRANSIENT_KINDS, Failure, FailureKind, TerminationReason
 
 __all__ = [
     "REACTIVE_SAFETY_TOKENS",
@@ -79,16 +79,6 @@ __all__ = [
 
 REACTIVE_SAFETY_TOKENS = 100
 """Safety margin of the refit after an overflow (seed 003: 500 proactive, 100 reactive)."""
-
-_TRANSIENT = frozenset(
-    {
-        FailureKind.RATE_LIMIT,
-        FailureKind.SERVER,
-        FailureKind.OVERLOADED,
-        FailureKind.TIMEOUT,
-        FailureKind.CONNECTION,
-    }
-)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -247,7 +237,7 @@ class RetryPolicy:
             return self._overflow(failure, history)
         if kind is FailureKind.OUTPUT_LIMIT:
             return self._output_limit(failure, history)
-        if kind in _TRANSIENT:
+        if kind in TRANSIENT_KINDS:
             return self._transient(failure, history, random)
         return Stop(
             termination=TerminationReason.PROVIDER_ERROR,
@@ -303,7 +293,7 @@ class RetryPolicy:
                 reason=f"{failure.kind.value} failure the provider marks as not retryable: "
                 f"{failure.message or 'no message'}",
             )
-        done = history.count(*_TRANSIENT)
+        done = history.count(*TRANSIENT_KINDS)
         if done >= self.max_transient_retries:
             return Stop(
                 termination=TerminationReason.PROVIDER_ERROR,

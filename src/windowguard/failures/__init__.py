@@ -31,9 +31,9 @@ Layout (one concept per module; this package is the only public path):
 from __future__ import annotations
 
 from ._classify import classify_failure
-from ._values import Failure, FailureKind, TerminationReason
+from ._values import TRANSIENT_KINDS, Failure, FailureKind, TerminationReason
 
-__all__ = ["Failure", "FailureKind", "TerminationReason", "classify_failure"]
+__all__ = ["TRANSIENT_KINDS", "Failure", "FailureKind", "TerminationReason", "classify_failure"]
 
 # The public names keep the module users import them from, as before the split
 # (httpx's __init__ does the same): help(), reprs of the classes and pickles name

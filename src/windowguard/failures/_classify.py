@@ -40,7 +40,7 @@ from ._sources import (
     _parse_body,
     _retry_after,
 )
-from ._values import _TRANSIENT, Failure, FailureKind
+from ._values import TRANSIENT_KINDS, Failure, FailureKind
 
 __all__ = ["classify_failure"]
 
@@ -203,7 +203,7 @@ def classify_failure(
         if "context_window" not in numbers and f.n_ctx is not None:
             numbers["context_window"] = f.n_ctx
 
-    retryable = kind in _TRANSIENT
+    retryable = kind in TRANSIENT_KINDS
     if kind is FailureKind.RATE_LIMIT and (
         _QUOTA_WORDS.search(message) or codes & _NOT_RETRYABLE_CODES
     ):

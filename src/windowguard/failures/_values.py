@@ -6,7 +6,7 @@ why a tool-loop run ended.
 
 Invariants:
     * Values only: frozen, slotted, keyword-only, no clock or identity inside.
-    * ``_TRANSIENT`` is the set of kinds whose same request, sent again unchanged, may
+    * ``TRANSIENT_KINDS`` is the set of kinds whose same request, sent again unchanged, may
       succeed; a context overflow or an output-cap refusal is never in it.
 """
 
@@ -34,7 +34,7 @@ class FailureKind(enum.Enum):
     UNKNOWN = "unknown"
 
 
-_TRANSIENT = frozenset(
+TRANSIENT_KINDS = frozenset(
     {
         FailureKind.RATE_LIMIT,
         FailureKind.SERVER,
