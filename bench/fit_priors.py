@@ -167,6 +167,7 @@ UNIGRAMS = 9  # chars .. utf8_4byte: non-negative; the rest are merge bigrams
 # Claude: the densest published figure for Claude's tokenizer on agent transcripts is
 # 2.4 chars/token where o200k gives ~3.5, i.e. up to 3.5 / 2.4 = 1.46x o200k's tokens.
 CLAUDE_OVER_O200K = 1.46
+CODE_WEIGHT = 0.1
 CLAUDE_TOOL_USE_PROMPT = 346  # Anthropic's tool-use system prompt (tool_choice auto/none)
 
 
@@ -198,7 +199,27 @@ def collect(family: str, corpus: list[dict[str, Any]]) -> dict[str, Any]:
         for request in ex.corpus_requests(transcript):
             exact = count_prompt(counter, request, tools, template=TEMPLATE_OF[family])
             requests.append((index, len(request), exact))
-    return {"items": items, "schemas": schemas, "adversarial": adversarial, "requests": requests}
+    code = {}
+    for text in line_numbered_code():
+        code[text] = presented_count(family, counter, {"role": "tool"}, "tool results", text)
+        items[("dense", text)] = max(items.get(("dense", text), 0), code[text])
+    return {
+        "items": items,
+        "schemas": schemas,
+        "adversarial": adversarial,
+        "requests": requests,
+        "code": code,
+    }
+
+
+def line_numbered_code() -> list[str]:
+    """The demo's sample project as its read_file tool shows it."""
+    from windowguard.demo.tools import project_files, read_project_file
+
+    return [
+        "".join(f"{n:>4}  {line}\n" for n, line in enumerate(read_project_file(p).splitlines(), 1))
+        for p in project_files()
+    ]
 
 
 class Design:
@@ -279,6 +300,11 @@ def solve(design: Design, targets: dict[str, Any], floors: dict[str, int]) -> di
         bounds_rhs.append(exact)
         objective += row / exact
     objective /= len(targets["requests"])
+    # Line-numbered code (what coding agents read) is rare in the corpus but common in
+    # use: its texts weigh in the mean as much as a tenth of the requests.
+    code = targets.get("code", {})
+    for text, exact in code.items():
+        objective += CODE_WEIGHT / len(code) * text_row(1, design.features(text)) / exact
     weight_bounds = [(0.0, None) if j % K < UNIGRAMS else (None, None) for j in range(3 * K)]
     overhead_bounds = [(float(floors.get(name, 0)), None) for name in OVERHEADS]
     result = linprog(
@@ -351,7 +377,14 @@ def derived_targets(measured: dict[str, dict[str, Any]], scale_o200k: float) -> 
         (t, n, max(max(f["requests"][i][2] for f in families), math.ceil(scale_o200k * e)))
         for i, (t, n, e) in enumerate(o200k["requests"])
     ]
-    return {"items": items, "schemas": schemas, "adversarial": adversarial, "requests": requests}
+    code = {text: max(f["code"][text] for f in families) for text in o200k["code"]}
+    return {
+        "items": items,
+        "schemas": schemas,
+        "adversarial": adversarial,
+        "requests": requests,
+        "code": code,
+    }
 
 
 def fit_all() -> dict[str, dict[str, Any]]:
