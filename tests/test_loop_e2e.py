@@ -385,3 +385,38 @@ def test_emulator_refuses_tool_blocks_without_tools_like_the_messages_api() -> N
         ]
         with pytest.raises(anthropic.BadRequestError, match="must define tools"):
             client.messages.create(model="claude-sonnet-4-6", max_tokens=100, messages=messages)
+
+
+def test_streamed_run_is_fitted_and_takes_usage_from_the_stream() -> None:
+    with Emulator(
+        flavor="vllm",
+        context_window=8192,
+        tokenizer=TOKENIZER,
+        scenario="coding-agent:30",
+        model="Qwen/Qwen3-8B",
+        seed=11,
+    ) as emu:
+        provider = _provider(emu)
+        loop = wg.ToolLoop(
+            provider,
+            tools=TOOLS,
+            manager=wg.ContextWindowManager(model_info=provider.model_info()),
+            max_iterations=40,
+            max_tokens=512,
+        )
+        stream = loop.stream(TASK)
+        items = list(stream)
+        result = stream.result
+        assert result is not None
+        # the scenario counts the turns it is shown, and pruning hides old ones: it may
+        # keep calling tools until the cap-hit synthesis call
+        assert result.termination in (
+            wg.TerminationReason.COMPLETED,
+            wg.TerminationReason.MAX_ITERATIONS,
+        )
+        deltas = "".join(i.text for i in items if isinstance(i, wg.providers.base.StreamDelta))
+        assert deltas and deltas == result.text
+        pressures = [i for i in items if isinstance(i, wg.ContextPressure)]
+        assert [p.tokens for p in pressures] == [r.prompt_tokens for r in emu.records]
+        assert any(isinstance(i, wg.TranscriptPruned) for i in items)
+        assert all(r.status == 200 for r in emu.records)
