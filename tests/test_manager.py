@@ -54,7 +54,9 @@ def test_fit_keeps_head_and_newest_never_orphans_and_fits_or_raises(
     minimal = _fit(_manager(window, pruning="minimal"), messages, system, fmt)
     assert fit.dropped_turns >= minimal.dropped_turns
     if fit.dropped_turns:
-        assert fit.estimated_tokens <= fit.budget * 0.7 or fit.dropped_turns == minimal.dropped_turns
+        assert (
+            fit.estimated_tokens <= fit.budget * 0.7 or fit.dropped_turns == minimal.dropped_turns
+        )
     # an order-preserving subsequence of the caller's own objects
     assert _is_subsequence(fit.messages, messages)
     # head kept, newest turn kept
