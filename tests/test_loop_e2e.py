@@ -250,14 +250,14 @@ def test_async_loop_matches_sync_against_the_emulator() -> None:
             model="Qwen/Qwen3-8B",
             seed=3,
         ) as emu:
-            provider = wg.AsyncOpenAIChatProvider(
+            async with wg.AsyncOpenAIChatProvider(
                 "Qwen/Qwen3-8B", base_url=emu.base_url, api_key="k"
-            )
-            info = await provider.amodel_info()
-            result = await wg.AsyncToolLoop(
-                provider, tools=TOOLS, manager=wg.ContextWindowManager(model_info=info)
-            ).run(TASK)
-            return result.messages
+            ) as provider:
+                info = await provider.amodel_info()
+                result = await wg.AsyncToolLoop(
+                    provider, tools=TOOLS, manager=wg.ContextWindowManager(model_info=info)
+                ).run(TASK)
+                return result.messages
 
     strip = lambda ms: [{k: v for k, v in m.items() if k != "id"} for m in ms]  # noqa: E731
     assert strip(sync_run()) == strip(asyncio.run(async_run()))
