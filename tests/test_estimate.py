@@ -373,3 +373,20 @@ def test_json_round_trip_of_fitted_priors_is_stable() -> None:
             assert len(weights) == len(FEATURES)
             assert all(w >= 0 for w in weights[:unigrams])
         assert json.loads(json.dumps(priors.basis)) == priors.basis
+
+
+@settings(deadline=None, max_examples=300)
+@given(text=st.text(max_size=300))
+def test_hot_path_equals_the_feature_dot_product(text: str) -> None:
+    """_heuristic_tokens writes the dot product out for speed; it must equal the fit's form."""
+    import math
+    import operator
+
+    from windowguard.estimate import FAMILIES, _heuristic_tokens, text_features
+
+    for priors in FAMILIES.values():
+        for weights in (priors.prose_weights, priors.dense_weights, priors.schema_weights):
+            features = text_features(text)
+            dot = math.ceil(sum(map(operator.mul, weights, features)))
+            expected = max(0, min(features[-1], dot)) if text else 0
+            assert _heuristic_tokens(weights, text) == expected

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import json
 import math
-import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -528,15 +527,34 @@ class Estimator:
 
 
 def _heuristic_tokens(weights: tuple[float, ...], text: str) -> int:
+    # The hot path of a cold fit: text_features() and the dot product with ``weights``,
+    # written out so no feature tuple is built (same terms, same order, same result;
+    # tests/test_estimate.py checks it against text_features()).
     if not text:
         return 0
-    features = text_features(text)
-    # `map` stops at the weights: the last feature is the UTF-8 length.
-    total: float = sum(map(operator.mul, weights, features))
-    value = math.ceil(total)
+    data = text.encode("utf-8", "surrogatepass")
+    count = data.translate(_CLASS_TABLE).count
+    (w_chars, w_upper, w_digits, w_punct, w_spaces, w_newlines, w_2, w_3, w_4) = weights[:9]
+    (w_ps, w_pu, w_pl, w_lu, w_nn, w_dd) = weights[9:15]
+    total: float = w_chars * len(text)
+    total += w_upper * count(b"A")
+    total += w_digits * count(b"0")
+    total += w_punct * count(b".")
+    total += w_spaces * count(b" ")
+    total += w_newlines * count(b"\n")
+    if not text.isascii():
+        total += w_2 * count(b"2")
+        total += w_3 * count(b"3")
+        total += w_4 * count(b"4")
+    total += w_ps * count(b". ")
+    total += w_pu * count(b".A")
+    total += w_pl * count(b".a")
+    total += w_lu * count(b"aA")
+    total += w_nn * count(b"\n\n")
+    total += w_dd * count(b"00")
     # A byte-level BPE emits at most one token per UTF-8 byte; merge features carry
     # negative weights, so never go below zero.
-    return max(0, min(features[-1], value))
+    return max(0, min(len(data), math.ceil(total)))
 
 
 def _tool_text(tool: object, index: int) -> str:
