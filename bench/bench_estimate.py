@@ -29,11 +29,16 @@ from fit_priors import (  # noqa: E402
     EXACT_FAMILIES,
     TEMPLATE_OF,
     MemoCounter,
+    block_head,
     corpus_tool_sets,
+    exact_tool_block,
+    message_increments,
     message_items,
     presented_count,
+    tool_block_sets,
     tool_presented_count,
 )
+from windowguard.adapters import shape_messages  # noqa: E402
 from windowguard.estimate import Estimator  # noqa: E402
 from windowguard.templates import count_prompt  # noqa: E402
 
@@ -44,6 +49,8 @@ KINDS = (
     "tool-call arguments",
     "tool results",
     "tool schemas",
+    "tool blocks",
+    "messages",
     "whole requests",
     "line-numbered code",
     "coding_agent.json requests",
@@ -74,6 +81,18 @@ def family_ratios(family: str, corpus: list[dict[str, Any]]) -> dict[str, list[f
             exact = tool_presented_count(family, counter, tool)
             ratios["tool schemas"].append(estimator.tools_tokens([tool]) / exact)
     template = TEMPLATE_OF[family]
+    # Per item: each tool set's whole block (corpus sets, single tools, the union) and
+    # each message's own cost in the template (additive, or its append increment).
+    head = block_head(corpus)
+    for tools in tool_block_sets(corpus):
+        exact = exact_tool_block(counter, template, tools, head)
+        ratios["tool blocks"].append(estimator.tools_tokens(tools) / exact)
+    for transcript in corpus:
+        increments = message_increments(counter, template, transcript["messages"])
+        for message, exact in zip(transcript["messages"], increments, strict=True):
+            if exact:
+                shape = shape_messages([message], format="openai_chat").shapes[0]
+                ratios["messages"].append(estimator.message_tokens(shape) / exact)
     for transcript in corpus:
         tools = transcript.get("tools") or None
         for request in ex.corpus_requests(transcript):

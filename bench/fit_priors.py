@@ -55,7 +55,7 @@ from windowguard.estimate import (  # noqa: E402
     FEATURES,
     text_features,
 )
-from windowguard.templates import count_prompt  # noqa: E402
+from windowguard.templates import count_prompt, count_prompt_parts  # noqa: E402
 
 EXACT_FAMILIES = ("o200k", "cl100k", "llama3", "llama4", "qwen", "mistral")
 TEMPLATE_OF = {
@@ -157,6 +157,81 @@ def corpus_tool_sets(corpus: list[dict[str, Any]]) -> list[list[dict[str, Any]]]
     return sets
 
 
+def tool_block_sets(corpus: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Every tool set the tool-block guarantee covers, each once.
+
+    The distinct corpus tool sets, every single tool schema alone, the union of the runs'
+    tools (unique by name, in run order -- what bench/_corpus.py's synthetic transcripts
+    send) and the union of those and the ``tools/*.json`` sets.
+    """
+    out: list[list[dict[str, Any]]] = []
+    seen: set[str] = set()
+
+    def add(tools: list[dict[str, Any]]) -> None:
+        key = json.dumps(tools, sort_keys=True)
+        if tools and key not in seen:
+            seen.add(key)
+            out.append(tools)
+
+    def union(groups: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+        tools: list[dict[str, Any]] = []
+        names: set[str] = set()
+        for group in groups:
+            for tool in group:
+                name = (tool.get("function") or tool).get("name")
+                if name not in names:
+                    names.add(name)
+                    tools.append(tool)
+        return tools
+
+    sets = corpus_tool_sets(corpus)
+    for tools in sets:
+        add(list(tools))
+        for tool in tools:
+            add([tool])
+    add(union([t["tools"] for t in corpus if t.get("tools")]))  # bench's synthetic union
+    add(union(sets))  # and with the tools/*.json sets too
+    return out
+
+
+def block_head(corpus: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A real head (system + first user message): templates that put tools in or before a
+    user message (Llama 3, Mistral) render no tool block without one."""
+    run = next(t for t in corpus if t["source"] == "openhands" and t.get("tools"))
+    for index, message in enumerate(run["messages"]):
+        if message.get("role") == "user":
+            return list(run["messages"][: index + 1])
+    raise RuntimeError("no user message in the first openhands run")
+
+
+def exact_tool_block(
+    counter: Any, template: str, tools: list[dict[str, Any]], head: list[dict[str, Any]]
+) -> int:
+    """Tokens the tool block adds to a request: max over an empty request and a real head."""
+    return max(
+        count_prompt(counter, base, tools, template=template)
+        - count_prompt(counter, base, None, template=template)
+        for base in ([], head)
+    )
+
+
+def message_increments(counter: Any, template: str, messages: list[dict[str, Any]]) -> list[int]:
+    """Each message's exact cost in the template, without tools.
+
+    OpenAI's accounting is additive per message (its per-message count); for rendered
+    templates it is the increment of appending the message to its prefix (>= 0).
+    """
+    if template == "openai":
+        return list(count_prompt_parts(counter, messages, None, template=template).message_tokens)
+    out = []
+    previous = count_prompt(counter, [], None, template=template)
+    for index in range(len(messages)):
+        total = count_prompt(counter, messages[: index + 1], None, template=template)
+        out.append(max(0, total - previous))
+        previous = total
+    return out
+
+
 MemoCounter = ex.MemoCounter
 
 K = len(FEATURES)
@@ -199,6 +274,14 @@ def collect(family: str, corpus: list[dict[str, Any]]) -> dict[str, Any]:
         for request in ex.corpus_requests(transcript):
             exact = count_prompt(counter, request, tools, template=TEMPLATE_OF[family])
             requests.append((index, len(request), exact))
+    template = TEMPLATE_OF[family]
+    head = block_head(corpus)
+    tool_blocks = [
+        exact_tool_block(counter, template, tools, head) for tools in tool_block_sets(corpus)
+    ]
+    messages = [
+        message_increments(counter, template, transcript["messages"]) for transcript in corpus
+    ]
     code = {}
     for text in line_numbered_code():
         code[text] = presented_count(family, counter, {"role": "tool"}, "tool results", text)
@@ -208,6 +291,8 @@ def collect(family: str, corpus: list[dict[str, Any]]) -> dict[str, Any]:
         "schemas": schemas,
         "adversarial": adversarial,
         "requests": requests,
+        "tool_blocks": tool_blocks,
+        "messages": messages,
         "code": code,
     }
 
@@ -252,12 +337,34 @@ class Design:
                 row[K] += 1
             row[K + 1] = 1 if row[K] else 0
             self.tools.append(row)
+        # Per tool-block set: [schema K | tools | 1].
+        self.blocks = []
+        for tools in tool_block_sets(corpus):
+            row = np.zeros(K + 2)
+            for tool in tools:
+                row[:K] += self.features(tool_text(tool))[:K]
+            row[K], row[K + 1] = len(tools), 1
+            self.blocks.append(row)
 
     def features(self, text: str) -> np.ndarray:
         found = self._features.get(text)
         if found is None:
             found = self._features[text] = np.array(text_features(text), dtype=float)
         return found
+
+    def message_row(self, transcript: int, index: int) -> np.ndarray:
+        prefix = self.prefix[transcript]
+        own = prefix[index] - (prefix[index - 1] if index else 0)
+        row = np.zeros(N_VARS)
+        row[: 2 * K] = own[: 2 * K]
+        row[3 * K : 3 * K + 2] = own[2 * K], own[2 * K + 1]
+        return row
+
+    def block_row(self, block: int) -> np.ndarray:
+        row = np.zeros(N_VARS)
+        row[2 * K : 3 * K] = self.blocks[block][:K]
+        row[3 * K + 2], row[3 * K + 3] = self.blocks[block][K], 1
+        return row
 
     def request_row(self, transcript: int, messages: int) -> np.ndarray:
         prefix, tools = self.prefix[transcript][messages - 1], self.tools[transcript]
@@ -293,6 +400,17 @@ def solve(design: Design, targets: dict[str, Any], floors: dict[str, int]) -> di
         for cls, target in ((0, exact), (1, dense), (2, exact)):
             rows.append(text_row(cls, features))
             bounds_rhs.append(min(target, features[K]))
+    # Per item: every tool block of a corpus tool set, single tool or the union, and every
+    # message's own cost in the template, are covered on their own, not only inside the
+    # corpus' requests (a request with few messages and many tools must not rely on
+    # per-message overheads to cover its tool block).
+    for block, exact in enumerate(targets["tool_blocks"]):
+        rows.append(design.block_row(block))
+        bounds_rhs.append(exact)
+    for transcript, increments in enumerate(targets["messages"]):
+        for index, exact in enumerate(increments):
+            rows.append(design.message_row(transcript, index))
+            bounds_rhs.append(exact)
     objective = np.zeros(N_VARS)
     for transcript, messages, exact in targets["requests"]:
         row = design.request_row(transcript, messages)
@@ -344,6 +462,23 @@ def verify(
         print(f"{name}: request overhead raised by {gap} after the exact check", file=sys.stderr)
         fitted["request"] += gap
         est = estimator()
+    blocks = tool_block_sets(corpus)
+    under_blocks = sum(
+        1
+        for tools, exact in zip(blocks, targets["tool_blocks"], strict=True)
+        if est.tools_tokens(tools) < exact
+    )
+    under_messages = 0
+    for transcript, increments in zip(corpus, targets["messages"], strict=True):
+        for message, exact in zip(transcript["messages"], increments, strict=True):
+            shape = shape_messages([message], format="openai_chat").shapes[0]
+            under_messages += est.message_tokens(shape) < exact
+    if under_blocks or under_messages:
+        print(
+            f"{name}: {under_blocks} tool blocks and {under_messages} messages under "
+            "after the exact check (byte ceiling)",
+            file=sys.stderr,
+        )
     for text, (exact, _) in targets["adversarial"].items():
         for cls in ("prose", "dense"):
             # A derived target can exceed the byte ceiling no estimate goes past.
@@ -378,7 +513,20 @@ def derived_targets(measured: dict[str, dict[str, Any]], scale_o200k: float) -> 
         for i, (t, n, e) in enumerate(o200k["requests"])
     ]
     code = {text: max(f["code"][text] for f in families) for text in o200k["code"]}
+    tool_blocks = [
+        max(max(f["tool_blocks"][i] for f in families), math.ceil(scale_o200k * exact))
+        for i, exact in enumerate(o200k["tool_blocks"])
+    ]
+    messages = [
+        [
+            max(max(f["messages"][t][i] for f in families), math.ceil(scale_o200k * exact))
+            for i, exact in enumerate(increments)
+        ]
+        for t, increments in enumerate(o200k["messages"])
+    ]
     return {
+        "tool_blocks": tool_blocks,
+        "messages": messages,
         "items": items,
         "schemas": schemas,
         "adversarial": adversarial,
@@ -395,7 +543,11 @@ def fit_all() -> dict[str, dict[str, Any]]:
     for family in EXACT_FAMILIES:
         targets = measured[family] = collect(family, corpus)
         floor_message, floor_call = FRAMING_FLOOR[TEMPLATE_OF[family]]
-        result = solve(design, targets, {"message": floor_message, "tool_call": floor_call})
+        # The request overhead covers at least the framing of an empty request (OpenAI's
+        # reply priming, Llama 3's default system header ...).
+        empty = count_prompt(ex.load(family), [], None, template=TEMPLATE_OF[family])
+        floors = {"message": floor_message, "tool_call": floor_call, "request": empty}
+        result = solve(design, targets, floors)
         result = verify(family, result, targets, corpus)
         fitted[family] = {
             "basis": f"fitted: exact {family} tokenizer, {TEMPLATE_OF[family]} template",
@@ -405,6 +557,7 @@ def fit_all() -> dict[str, dict[str, Any]]:
     floors = {
         "message": max(f["message"] for f in fitted.values()),
         "tool_call": max(f["tool_call"] for f in fitted.values()),
+        "request": max(f["request"] for f in fitted.values()),
     }
     claude_targets = derived_targets(measured, CLAUDE_OVER_O200K)
     claude = solve(design, claude_targets, {**floors, "tools_block": CLAUDE_TOOL_USE_PROMPT})
