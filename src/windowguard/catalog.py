@@ -21,7 +21,8 @@ Invariants:
   family defaults, then the fallback: an 8192-token window (ADR-107) and the most
   conservative tokenizer family, ``"claude"``, with ``source="fallback"``. It reads
   files (overrides, LiteLLM's JSON) but never the network; discovery from servers lives
-  in :mod:`windowguard.discovery`.
+  in :mod:`windowguard.discovery`, override files in :mod:`windowguard._overrides` and
+  LiteLLM's map in :mod:`windowguard._litellm`.
 
 Name matching is token-wise and case-insensitive: a name is cut to its last ``/``
 segment (``openrouter/anthropic/claude-3.5-sonnet``, ``meta-llama/Llama-3.1-8B``), AWS
@@ -35,19 +36,18 @@ The longest matching key wins, so dated snapshots with their own limits
 
 from __future__ import annotations
 
-import fnmatch
 import functools
-import importlib
-import importlib.util
 import json
-import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
-from pathlib import Path
-from typing import Any, Final, Union
+from typing import Any, Final
 
+from ._litellm import _litellm_entry
+from ._overrides import MODELS_ENV_VAR as MODELS_ENV_VAR
+from ._overrides import OverridesArg as OverridesArg
+from ._overrides import _override_for
 from .exceptions import ConfigurationError, ModelInfoError
 
 __all__ = [
@@ -66,9 +66,6 @@ FALLBACK_WINDOW: Final = 8192
 
 FALLBACK_TOKENIZER: Final = "claude"
 """The tokenizer family that yields the most tokens per character among those we know."""
-
-MODELS_ENV_VAR: Final = "WINDOWGUARD_MODELS"
-"""Names a JSON or TOML overrides file used when the caller passes no overrides."""
 
 TOKENIZER_FAMILIES: Final = (
     "o200k",
@@ -96,8 +93,6 @@ SOURCES: Final = (
 
 LIMIT_FIELDS: Final = ("context_window", "max_output_tokens", "max_input_tokens")
 _FIELDS: Final = (*LIMIT_FIELDS, "tokenizer")
-
-OverridesArg = Union[Mapping[str, Mapping[str, object]], str, "os.PathLike[str]", None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -479,223 +474,3 @@ def resolve_model_info(
     if match is not None and match[1] == "family":
         layers.append(("family", dict(match[0].limits), "windowguard catalog.json families"))
     return _merge(layers, fallback_window)
-
-
-# --------------------------------------------------------------------------- overrides
-
-
-def _override_for(
-    model: str | None, overrides: OverridesArg
-) -> tuple[dict[str, object], str | None]:
-    """The override fields that apply to ``model`` and where they came from."""
-    origin: str | None
-    if overrides is None:
-        env = os.environ.get(MODELS_ENV_VAR, "").strip()
-        if not env:
-            return {}, None
-        table, origin = _load_overrides_file(Path(env), via_env=True), f"{MODELS_ENV_VAR}={env}"
-    elif isinstance(overrides, (str, os.PathLike)):
-        path = Path(overrides)
-        table, origin = _load_overrides_file(path, via_env=False), str(path)
-    elif isinstance(overrides, Mapping):
-        table, origin = _check_table(overrides, "overrides dict"), "overrides dict"
-    else:
-        raise ModelInfoError(
-            f"overrides must be a mapping or a JSON/TOML file path, got {type(overrides).__name__}"
-        )
-    if model is None:
-        fields = table.get("*")
-        return (dict(fields), origin) if fields else ({}, None)
-    lowered = model.lower()
-    for pattern, fields in table.items():  # exact name first
-        if pattern.lower() == lowered:
-            return dict(fields), origin
-    for pattern, fields in table.items():  # then globs, in file order
-        if any(c in pattern for c in "*?[") and fnmatch.fnmatchcase(lowered, pattern.lower()):
-            return dict(fields), origin
-    return {}, None
-
-
-@functools.lru_cache(maxsize=32)
-def _parse_overrides_file(path: str, mtime_ns: int, size: int) -> dict[str, dict[str, object]]:
-    del mtime_ns, size  # part of the cache key only: an edited file is read again
-    p = Path(path)
-    try:
-        raw = p.read_bytes()
-    except OSError as exc:
-        raise ModelInfoError(f"overrides file {path}: cannot read it ({exc.strerror})") from exc
-    suffix = p.suffix.lower()
-    if suffix == ".toml":
-        data = _parse_toml(raw, path)
-    elif suffix == ".json":
-        try:
-            data = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ModelInfoError(f"overrides file {path}: not valid JSON ({exc})") from exc
-    else:
-        raise ModelInfoError(
-            f"overrides file {path}: unknown format {suffix or '(no suffix)'!r}; "
-            "use a .json or .toml file"
-        )
-    if not isinstance(data, Mapping):
-        raise ModelInfoError(f"overrides file {path}: top level must be a table/object")
-    return _check_table(data, f"overrides file {path}")
-
-
-def _parse_toml(raw: bytes, path: str) -> Any:
-    try:
-        toml: Any = importlib.import_module("tomllib")
-    except ModuleNotFoundError:  # Python 3.10
-        try:
-            toml = importlib.import_module("tomli")
-        except ModuleNotFoundError as exc:
-            raise ModelInfoError(
-                f"overrides file {path}: reading TOML needs Python >= 3.11 or "
-                "`pip install tomli`; or use a .json file"
-            ) from exc
-    try:
-        return toml.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:  # TOMLDecodeError is a ValueError
-        raise ModelInfoError(f"overrides file {path}: not valid TOML ({exc})") from exc
-
-
-def _load_overrides_file(path: Path, *, via_env: bool) -> dict[str, dict[str, object]]:
-    try:
-        stat = path.stat()
-    except OSError as exc:
-        how = f" (named by {MODELS_ENV_VAR})" if via_env else ""
-        raise ModelInfoError(
-            f"overrides file {path}{how} does not exist or cannot be read"
-        ) from exc
-    return _parse_overrides_file(str(path), stat.st_mtime_ns, stat.st_size)
-
-
-def _check_table(data: Mapping[str, Any], where: str) -> dict[str, dict[str, object]]:
-    """Validate ``{name: {field: value}}`` (optionally under ``models``)."""
-    models = data.get("models", data) if isinstance(data.get("models"), Mapping) else data
-    table: dict[str, dict[str, object]] = {}
-    for name, fields in models.items():
-        if not isinstance(name, str) or not isinstance(fields, Mapping):
-            raise ModelInfoError(
-                f"{where}: entry {name!r} must map a model name to a table of limits"
-            )
-        unknown = sorted(set(fields) - set(_FIELDS))
-        if unknown:
-            raise ModelInfoError(
-                f"{where}: entry {name!r} has unknown key(s) {', '.join(map(str, unknown))}; "
-                f"allowed: {', '.join(_FIELDS)}"
-            )
-        for key in LIMIT_FIELDS:
-            value = fields.get(key)
-            if value is not None and (
-                isinstance(value, bool) or not isinstance(value, int) or value <= 0
-            ):
-                raise ModelInfoError(
-                    f"{where}: entry {name!r}: {key} must be a positive int, got {value!r}"
-                )
-        tok = fields.get("tokenizer")
-        if tok is not None and tok not in TOKENIZER_FAMILIES:
-            raise ModelInfoError(
-                f"{where}: entry {name!r}: unknown tokenizer {tok!r}; "
-                f"use one of {', '.join(TOKENIZER_FAMILIES)}"
-            )
-        window = fields.get("context_window")
-        for cap in ("max_output_tokens", "max_input_tokens"):
-            value = fields.get(cap)
-            if isinstance(window, int) and isinstance(value, int) and value > window:
-                raise ModelInfoError(
-                    f"{where}: entry {name!r}: {cap}={value} exceeds context_window={window}"
-                )
-        table[name] = {k: v for k, v in fields.items() if v is not None}
-    return table
-
-
-# --------------------------------------------------------------------------- LiteLLM
-
-_LITELLM_FILES: Final = (
-    "model_prices_and_context_window_backup.json",
-    "model_prices_and_context_window.json",
-)
-
-
-def _litellm_map_path() -> Path | None:
-    """Where the installed litellm keeps its bundled map, found without importing it."""
-    try:
-        spec = importlib.util.find_spec("litellm")
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for location in spec.submodule_search_locations:
-        for name in _LITELLM_FILES:
-            candidate = Path(location) / name
-            if candidate.is_file():
-                return candidate
-    return None
-
-
-@functools.lru_cache(maxsize=4)
-def _read_litellm_map(path: str, mtime_ns: int) -> Mapping[str, Any] | None:
-    del mtime_ns  # cache key only
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None  # LiteLLM is a best-effort source: a broken file is no source
-    return data if isinstance(data, Mapping) else None
-
-
-def _positive(value: object) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    return value if isinstance(value, int) and value > 0 else None
-
-
-def _litellm_entry(model: str) -> tuple[dict[str, object], dict[str, object], str] | None:
-    """LiteLLM's limits for ``model``: (caps layer, window-hint layer, origin).
-
-    LiteLLM's ``max_tokens`` has meant the window in old maps and the output cap in
-    newer ones ("LEGACY ... set to max_output_tokens if provider specifies it"), so it
-    is used only when neither ``max_input_tokens`` nor ``max_output_tokens`` is given,
-    and then only as a window hint (too small a window is safe; too large a reply
-    reserve is not a window).
-    """
-    path = _litellm_map_path()
-    if path is None:
-        return None
-    try:
-        mtime = path.stat().st_mtime_ns
-    except OSError:
-        return None
-    data = _read_litellm_map(str(path), mtime)
-    if data is None:
-        return None
-    entry = None
-    for candidate in _litellm_candidates(model):
-        value = data.get(candidate)
-        if isinstance(value, Mapping):
-            entry = value
-            break
-    if entry is None:
-        return None
-    max_in = _positive(entry.get("max_input_tokens"))
-    max_out = _positive(entry.get("max_output_tokens"))
-    legacy = _positive(entry.get("max_tokens"))
-    caps: dict[str, object] = {}
-    if max_in is not None:
-        caps["max_input_tokens"] = max_in
-    if max_out is not None:
-        caps["max_output_tokens"] = max_out
-    window = max_in if max_in is not None else (legacy if max_out is None else None)
-    hint: dict[str, object] = {"context_window": window} if window is not None else {}
-    return caps, hint, f"litellm {path}"
-
-
-def _litellm_candidates(model: str) -> list[str]:
-    names = [model, model.lower()]
-    rest = model
-    while "/" in rest:
-        rest = rest.split("/", 1)[1]
-        names += [rest, rest.lower()]
-    return list(dict.fromkeys(names))
