@@ -390,3 +390,120 @@ def test_hot_path_equals_the_feature_dot_product(text: str) -> None:
             dot = math.ceil(sum(map(operator.mul, weights, features)))
             expected = max(0, min(features[-1], dot)) if text else 0
             assert _heuristic_tokens(weights, text) == expected
+
+
+# --------------------------------------------------------------------------- per item
+
+
+def _tool_name(tool: dict[str, Any]) -> str:
+    return str((tool.get("function") or tool).get("name"))
+
+
+def _corpus_tool_sets(corpus: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Every run's tools and every group of ``tools/*.json``."""
+    sets = [list(t["tools"]) for t in corpus if t.get("tools")]
+    for path in sorted((ex.CORPUS_DIR / "tools").glob("*.json")):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        groups = data.get("tools", data) if isinstance(data, dict) else data
+        if isinstance(groups, list):
+            groups = {"all": groups}
+        sets.extend(g for g in groups.values() if isinstance(g, list) and g)
+    return sets
+
+
+def _union(groups: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    tools: dict[str, dict[str, Any]] = {}
+    for group in groups:
+        for tool in group:
+            tools.setdefault(_tool_name(tool), tool)
+    return list(tools.values())
+
+
+def _head_and_turns(
+    messages: list[dict[str, Any]],
+) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]]]:
+    """Leading system messages through the first user message; then turns, each one
+    assistant message and what follows it up to the next assistant message."""
+    cut = len(messages)
+    for index, message in enumerate(messages):
+        if message.get("role") == "user":
+            cut = index + 1
+            break
+        if message.get("role") not in ("system", "developer"):
+            cut = index
+            break
+    turns: list[list[dict[str, Any]]] = []
+    for message in messages[cut:]:
+        if message.get("role") == "assistant":
+            turns.append([message])
+        elif turns:
+            turns[-1].append(message)
+    return list(messages[:cut]), turns
+
+
+def _well_formed(turn: list[dict[str, Any]]) -> bool:
+    opened = [call.get("id") for call in turn[0].get("tool_calls") or ()]
+    answered = [m.get("tool_call_id") for m in turn[1:] if m.get("role") == "tool"]
+    return sorted(map(str, opened)) == sorted(map(str, answered))
+
+
+def _block(counter: Any, template: str, tools: list[dict[str, Any]], head: list[Any]) -> int:
+    """Exact tokens the tool block adds, on an empty request and on a real head."""
+    return max(
+        count_prompt(counter, base, tools, template=template)
+        - count_prompt(counter, base, None, template=template)
+        for base in ([], head)
+    )
+
+
+@pytest.mark.parametrize("family", EXACT)
+def test_tool_block_of_every_corpus_tool_set_and_single_tool_is_covered(
+    family: str, corpus: list[dict[str, Any]]
+) -> None:
+    counter = ex.MemoCounter(ex.require(family))
+    est = Estimator(family)
+    template = TEMPLATE_OF[family]
+    head, _ = _head_and_turns(next(t for t in corpus if t.get("tools"))["messages"])
+    sets = _corpus_tool_sets(corpus)
+    cases = [*sets, *([tool] for tools in sets for tool in tools), _union(sets)]
+    assert len(cases) > 40
+    for tools in cases:
+        exact = _block(counter, template, tools, head)
+        assert exact > 0
+        names = ", ".join(_tool_name(t) for t in tools)
+        assert est.tools_tokens(tools) >= exact, f"{len(tools)} tools ({names[:80]})"
+
+
+@pytest.mark.parametrize("family", EXACT)
+def test_short_requests_with_many_tools_are_covered(
+    family: str, corpus: list[dict[str, Any]]
+) -> None:
+    # Bench-style synthetic transcripts: a real head, then real turns taken from every
+    # corpus run, sent with the union of all corpus tools; few messages, many tools --
+    # the case a request-level fit can leave under-counted.
+    counter = ex.MemoCounter(ex.require(family))
+    est = Estimator(family)
+    template = TEMPLATE_OF[family]
+    tools = _union([list(t["tools"]) for t in corpus if t.get("tools")])
+    heads: dict[str, list[dict[str, Any]]] = {}
+    pool: list[list[dict[str, Any]]] = []
+    for transcript in corpus:
+        head, turns = _head_and_turns(transcript["messages"])
+        if head and head[-1].get("role") == "user":
+            heads.setdefault(transcript["source"], head)
+        pool.extend(turn for turn in turns if _well_formed(turn))
+    assert len(heads) >= 2 and len(pool) > 100
+    checked = 0
+    worst = (float("inf"), "")
+    for source, head in heads.items():
+        # The bench's head (OpenHands) before every pool window; the others before the first.
+        for start in range(0, len(pool) if source == "openhands" else 1, 3):
+            for k in range(4 if start == 0 else 1, 4):
+                request = head + [m for turn in pool[start : start + k] for m in turn]
+                exact = count_prompt(counter, request, tools, template=template)
+                ratio = est.count(request, tools) / exact
+                checked += 1
+                if ratio < worst[0]:
+                    worst = (ratio, f"{source} head + turns {start}..{start + k - 1}")
+    assert checked > 2000
+    assert worst[0] >= 1.0, f"under-count {worst[0]:.3f} on {worst[1]}"
