@@ -219,14 +219,19 @@ def message_increments(counter: Any, template: str, messages: list[dict[str, Any
     """Each message's exact cost in the template, without tools.
 
     OpenAI's accounting is additive per message (its per-message count); for rendered
-    templates it is the increment of appending the message to its prefix (>= 0).
+    templates it is the increment of appending the message to its prefix (>= 0; for
+    Mistral with a fixed user message after both, see below).
     """
     if template == "openai":
         return list(count_prompt_parts(counter, messages, None, template=template).message_tokens)
+    # Mistral writes the system prompt into the *last* user message, so a plain append
+    # would charge the system message to the first user message after it: both prefixes
+    # end with the same one-word user message instead.
+    tail = [{"role": "user", "content": "ok"}] if template == "mistral" else []
     out = []
-    previous = count_prompt(counter, [], None, template=template)
+    previous = count_prompt(counter, tail, None, template=template)
     for index in range(len(messages)):
-        total = count_prompt(counter, messages[: index + 1], None, template=template)
+        total = count_prompt(counter, [*messages[: index + 1], *tail], None, template=template)
         out.append(max(0, total - previous))
         previous = total
     return out
