@@ -473,17 +473,25 @@ def verify(
         for tools, exact in zip(blocks, targets["tool_blocks"], strict=True)
         if est.tools_tokens(tools) < exact
     )
-    under_messages = 0
+    # The LP does not see the byte ceiling of a text: a message whose short text is
+    # clamped (a 5-byte tool result inside Mistral's JSON frame) may come out under;
+    # the per-message overhead is raised by the largest such gap.
+    # A derived target (1.46 x o200k) can exceed a short text's byte ceiling where no
+    # measured tokenizer does; for those families the gaps are only reported.
+    message_gap, messages_under = 0, 0
     for transcript, increments in zip(corpus, targets["messages"], strict=True):
         for message, exact in zip(transcript["messages"], increments, strict=True):
             shape = shape_messages([message], format="openai_chat").shapes[0]
-            under_messages += est.message_tokens(shape) < exact
-    if under_blocks or under_messages:
-        print(
-            f"{name}: {under_blocks} tool blocks and {under_messages} messages under "
-            "after the exact check (byte ceiling)",
-            file=sys.stderr,
-        )
+            gap = exact - est.message_tokens(shape)
+            message_gap, messages_under = max(message_gap, gap), messages_under + (gap > 0)
+    if message_gap > 0 and name not in EXACT_FAMILIES:
+        print(f"{name}: {messages_under} messages under a derived target", file=sys.stderr)
+    elif message_gap > 0:
+        print(f"{name}: message overhead raised by {message_gap} (byte ceiling)", file=sys.stderr)
+        fitted["message"] += message_gap
+        est = estimator()
+    if under_blocks:
+        print(f"{name}: {under_blocks} tool blocks under (byte ceiling)", file=sys.stderr)
     for text, (exact, _) in targets["adversarial"].items():
         for cls in ("prose", "dense"):
             # A derived target can exceed the byte ceiling no estimate goes past.
