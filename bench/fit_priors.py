@@ -11,7 +11,10 @@ weights of the three content classes *and* the per-message / per-call / per-tool
 tools-block / per-request overheads together, minimising the mean estimate/exact
 over all requests subject to:
 
-* estimate >= exact for every request (the guarantee);
+* estimate >= exact for every request (the guarantee), and per item: every tool block
+  (each corpus tool set, each single tool, the unions) >= the tokens it adds, every
+  message >= its own cost in the template (OpenAI's per-message count, elsewhere the
+  increment of appending it), the request overhead >= an empty request's framing;
 * estimate >= exact for every unique corpus text whose presented count fits in its
   UTF-8 length (so per-item minima stay at 1.0 where the byte ceiling allows), every
   tool schema and every adversarial text, in every content class;

@@ -31,6 +31,9 @@ Gemini, DeepSeek) are fitted to targets derived from the measured families; see
 Invariants:
     * the raw estimate of a request is >= the exact prompt tokens of the family's
       template on every request of the benchmark corpus (checked by the tests);
+    * per item too: the tool-block estimate is >= the exact tokens the block adds for
+      every corpus tool set, every single tool and their unions, and each message's
+      estimate is >= its own cost in the template (ADR 0002, revision 3);
     * estimates are non-negative and monotone under appending messages;
     * :class:`Calibration` never lowers its factor, and only :meth:`Calibration.reset`
       (a run's first send) returns it to the seed.
