@@ -387,7 +387,7 @@ class Estimator:
         True
     """
 
-    __slots__ = ("_counter", "_priors")
+    __slots__ = ("_counter", "_ids", "_priors")
 
     def __init__(
         self, tokenizer: str | None = None, *, counter: TokenCounter | None = None
@@ -398,6 +398,8 @@ class Estimator:
                 f"counter must have a count(text) -> int method, got {type(counter).__name__}"
             )
         self._counter = counter
+        # Each call id is sized twice (the call opens it, its result answers it).
+        self._ids: dict[str, int] = {}
 
     @property
     def priors(self) -> FamilyPriors:
@@ -439,6 +441,14 @@ class Estimator:
             )
         return _heuristic_tokens(weights, text)
 
+    def _id_tokens(self, call_id: str) -> int:
+        known = self._ids.get(call_id)
+        if known is None:
+            if len(self._ids) >= 4096:
+                self._ids.clear()
+            known = self._ids[call_id] = _heuristic_tokens(self._priors.dense_weights, call_id)
+        return known
+
     def message_tokens(self, shape: Shape) -> int:
         """Raw estimate of one message: its text, call ids, framing, tool calls and media."""
         priors = self._priors
@@ -451,7 +461,7 @@ class Estimator:
             if counter is not None:
                 total += int(counter.count(call_id))
             else:
-                total += _heuristic_tokens(priors.dense_weights, call_id)
+                total += self._id_tokens(call_id)
         for segment in shape.segments:
             if counter is not None:
                 total += int(counter.count(segment.text))
@@ -539,22 +549,34 @@ def _heuristic_tokens(weights: tuple[float, ...], text: str) -> int:
     count = data.translate(_CLASS_TABLE).count
     (w_chars, w_upper, w_digits, w_punct, w_spaces, w_newlines, w_2, w_3, w_4) = weights[:9]
     (w_ps, w_pu, w_pl, w_lu, w_nn, w_dd) = weights[9:15]
+    # A zero weight skips its scan (a fitted prior has several): the sum is unchanged.
     total: float = w_chars * len(text)
-    total += w_upper * count(b"A")
-    total += w_digits * count(b"0")
-    total += w_punct * count(b".")
-    total += w_spaces * count(b" ")
-    total += w_newlines * count(b"\n")
+    if w_upper:
+        total += w_upper * count(b"A")
+    if w_digits:
+        total += w_digits * count(b"0")
+    if w_punct:
+        total += w_punct * count(b".")
+    if w_spaces:
+        total += w_spaces * count(b" ")
+    if w_newlines:
+        total += w_newlines * count(b"\n")
     if not text.isascii():
         total += w_2 * count(b"2")
         total += w_3 * count(b"3")
         total += w_4 * count(b"4")
-    total += w_ps * count(b". ")
-    total += w_pu * count(b".A")
-    total += w_pl * count(b".a")
-    total += w_lu * count(b"aA")
-    total += w_nn * count(b"\n\n")
-    total += w_dd * count(b"00")
+    if w_ps:
+        total += w_ps * count(b". ")
+    if w_pu:
+        total += w_pu * count(b".A")
+    if w_pl:
+        total += w_pl * count(b".a")
+    if w_lu:
+        total += w_lu * count(b"aA")
+    if w_nn:
+        total += w_nn * count(b"\n\n")
+    if w_dd:
+        total += w_dd * count(b"00")
     # A byte-level BPE emits at most one token per UTF-8 byte; merge features carry
     # negative weights, so never go below zero.
     return max(0, min(len(data), math.ceil(total)))

@@ -504,19 +504,23 @@ class ContextWindowManager:
         estimate = self.estimator.message_tokens
         cache = run.cache
         total = run.prefix[-1]
+        added: list[Shape] = []
+        add_shape, add_total = added.append, run.prefix.append
         for message in new:
-            hit = cache.get(id(message))
+            key = id(message)
+            hit = cache.get(key)
             if hit is not None and hit[0] is message:
                 shape, tokens = hit[1], hit[2]
             else:
                 shape = shape_of(message)
                 tokens = estimate(shape)
-                cache[id(message)] = (message, shape, tokens)
-            run.seen.append(message)
-            run.shapes.append(shape)
+                cache[key] = (message, shape, tokens)
+            add_shape(shape)
             total += tokens
-            run.prefix.append(total)
-        run.index.extend(run.shapes[len(run.shapes) - len(new) :])
+            add_total(total)
+        run.seen.extend(new)
+        run.shapes.extend(added)
+        run.index.extend(added)
 
     def _fixed_tokens(self, fmt: Format, system: object, tools: Sequence[object] | None) -> int:
         fixed = self.estimator.request_tokens

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..shapes import ContentClass, Segment
 
-__all__ = ["MISSING", "field", "json_text", "segment", "type_name"]
+__all__ = ["MISSING", "field", "getter", "json_text", "segment", "type_name"]
 
 
 class _Missing:
@@ -28,6 +29,14 @@ def field(obj: object, name: str, default: Any = None) -> Any:
     if isinstance(obj, Mapping):
         return obj.get(name, default)
     return getattr(obj, name, default)
+
+
+def getter(obj: object) -> Callable[..., Any]:
+    """A ``get(name, default=None)`` for one message: ``dict.get`` itself for plain
+    dicts (the hot path of a cold fit), :func:`field` for SDK objects."""
+    if type(obj) is dict:
+        return obj.get
+    return functools.partial(field, obj)
 
 
 def type_name(obj: object) -> str:

@@ -17,10 +17,11 @@ Reference: https://platform.openai.com/docs/api-reference/chat/create (messages)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..shapes import Segment, Shape
-from ._common import field, json_text, segment, type_name
+from ._common import field, getter, json_text, segment, type_name
 
 __all__ = ["shape_message"]
 
@@ -29,20 +30,21 @@ _MEDIA_PART_TYPES = frozenset({"image_url", "input_audio", "file", "input_image"
 
 def shape_message(message: object) -> Shape:
     """Extract the shape of one Chat Completions message (dict or SDK object)."""
-    role = field(message, "role")
+    get = getter(message)
+    role = get("role")
     if role is None:
         return Shape(kind="other", problem=f"a {type_name(message)} with no 'role'")
     if role in ("system", "developer"):
-        segments, media, problem = _content(field(message, "content"), "prose")
+        segments, media, problem = _content(get("content"), "prose")
         return Shape(kind="system", segments=segments, media_items=media, problem=problem)
     if role == "user":
-        segments, media, problem = _content(field(message, "content"), "prose")
+        segments, media, problem = _content(get("content"), "prose")
         return Shape(kind="user", segments=segments, media_items=media, problem=problem)
     if role == "assistant":
-        return _assistant(message)
+        return _assistant(get)
     if role == "tool":
-        call_id = field(message, "tool_call_id")
-        segments, media, problem = _content(field(message, "content"), "dense")
+        call_id = get("tool_call_id")
+        segments, media, problem = _content(get("content"), "dense")
         if not isinstance(call_id, str) or not call_id:
             problem = problem or "a tool message without a 'tool_call_id'"
             return Shape(kind="tool", segments=segments, media_items=media, problem=problem)
@@ -50,8 +52,8 @@ def shape_message(message: object) -> Shape:
             kind="tool", answers=(call_id,), segments=segments, media_items=media, problem=problem
         )
     if role == "function":
-        name = field(message, "name")
-        segments, media, problem = _content(field(message, "content"), "dense")
+        name = get("name")
+        segments, media, problem = _content(get("content"), "dense")
         return Shape(
             kind="tool",
             answers=(f"function:{name}",),
@@ -62,14 +64,14 @@ def shape_message(message: object) -> Shape:
     return Shape(kind="other", problem=f"unknown role {role!r}")
 
 
-def _assistant(message: object) -> Shape:
-    segments, media, problem = _content(field(message, "content"), "prose", allow_none=True)
+def _assistant(get: Callable[..., Any]) -> Shape:
+    segments, media, problem = _content(get("content"), "prose", allow_none=True)
     extra: list[Segment] = []
-    reasoning = field(message, "reasoning_content") or field(message, "reasoning")
+    reasoning = get("reasoning_content") or get("reasoning")
     if isinstance(reasoning, str) and reasoning:
         extra.append(segment("prose", reasoning))
     opens: list[str] = []
-    tool_calls = field(message, "tool_calls")
+    tool_calls = get("tool_calls")
     if tool_calls is not None:
         if not isinstance(tool_calls, (list, tuple)):
             problem = problem or f"'tool_calls' must be a list, got {type_name(tool_calls)}"
@@ -81,7 +83,7 @@ def _assistant(message: object) -> Shape:
                     continue
                 opens.append(call_id)
                 extra.extend(_call_segments(call))
-    function_call = field(message, "function_call")
+    function_call = get("function_call")
     if function_call is not None:
         name = field(function_call, "name")
         opens.append(f"function:{name}")
