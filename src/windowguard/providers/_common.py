@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from ..catalog import ModelInfo, resolve_model_info
 from ..discovery import adiscover_model_info, discover_model_info
 from ..exceptions import ConfigurationError, WindowGuardError
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 __all__ = ["ModelInfoSource", "as_dict", "check_model", "is_default_host"]
 
@@ -139,3 +142,39 @@ class ModelInfoSource:
 
     def _resolve(self, discovered: ModelInfo | None) -> ModelInfo:
         return resolve_model_info(self._model, model_info=self._explicit, discovered=discovered)
+
+
+class OwnsClient:
+    """Closing for a sync provider: only a client the provider built is closed."""
+
+    _client: Any
+    _owns_client: bool
+
+    def close(self) -> None:
+        """Close the SDK client if this provider built it (a client you passed is yours)."""
+        if self._owns_client:
+            self._client.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class OwnsAsyncClient:
+    """Closing for an async provider: only a client the provider built is closed."""
+
+    _client: Any
+    _owns_client: bool
+
+    async def aclose(self) -> None:
+        """Close the SDK client if this provider built it (a client you passed is yours)."""
+        if self._owns_client:
+            await self._client.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()

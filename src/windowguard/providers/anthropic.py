@@ -36,7 +36,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
-    from typing_extensions import Self
+    pass
 
 try:
     import anthropic
@@ -51,7 +51,14 @@ from ..exceptions import ConfigurationError, ProviderError
 from ..failures import classify_failure
 from ..shapes import Format
 from ._cache_control import place_breakpoints
-from ._common import DEFAULT_DISCOVERY_TIMEOUT, ModelInfoSource, check_model, is_default_host
+from ._common import (
+    DEFAULT_DISCOVERY_TIMEOUT,
+    ModelInfoSource,
+    OwnsAsyncClient,
+    OwnsClient,
+    check_model,
+    is_default_host,
+)
 from .base import ModelRequest, ModelResponse, StreamDelta, ToolCall, ToolResult, Usage
 
 __all__ = ["MIN_THINKING_BUDGET", "AnthropicProvider", "AsyncAnthropicProvider"]
@@ -248,7 +255,7 @@ def _check_retries(max_retries: int) -> None:
         raise ConfigurationError(f"max_retries must be an int >= 0, got {max_retries!r}")
 
 
-class AnthropicProvider(_AnthropicBase):
+class AnthropicProvider(OwnsClient, _AnthropicBase):
     """A synchronous provider over ``anthropic.Anthropic``.
 
     Example::
@@ -320,17 +327,6 @@ class AnthropicProvider(_AnthropicBase):
             params=params,
         )
 
-    def close(self) -> None:
-        """Close the SDK client if this provider built it (a client you passed is yours)."""
-        if self._owns_client:
-            self._client.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
     def complete(self, request: ModelRequest) -> ModelResponse:
         """Send ``request`` and return the model's answer.
 
@@ -361,7 +357,7 @@ class AnthropicProvider(_AnthropicBase):
         yield assembler.response()
 
 
-class AsyncAnthropicProvider(_AnthropicBase):
+class AsyncAnthropicProvider(OwnsAsyncClient, _AnthropicBase):
     """The asynchronous twin of :class:`AnthropicProvider` over ``anthropic.AsyncAnthropic``.
 
     Takes the same arguments (``client`` is an ``anthropic.AsyncAnthropic``).
@@ -407,17 +403,6 @@ class AsyncAnthropicProvider(_AnthropicBase):
             extra_body=extra_body,
             params=params,
         )
-
-    async def aclose(self) -> None:
-        """Close the SDK client if this provider built it (a client you passed is yours)."""
-        if self._owns_client:
-            await self._client.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
     async def amodel_info(self) -> ModelInfo:
         """:meth:`model_info` without blocking the event loop during discovery."""

@@ -33,7 +33,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
-    from typing_extensions import Self
+    pass
 
 try:
     import openai
@@ -46,7 +46,14 @@ from ..catalog import ModelInfo
 from ..exceptions import ConfigurationError, ProviderError
 from ..failures import Failure, FailureKind, classify_failure
 from ..shapes import Format
-from ._common import DEFAULT_DISCOVERY_TIMEOUT, ModelInfoSource, check_model, is_default_host
+from ._common import (
+    DEFAULT_DISCOVERY_TIMEOUT,
+    ModelInfoSource,
+    OwnsAsyncClient,
+    OwnsClient,
+    check_model,
+    is_default_host,
+)
 from .base import ModelRequest, ModelResponse, StreamDelta, ToolCall, ToolResult, Usage
 
 __all__ = ["AsyncOpenAIChatProvider", "OpenAIChatProvider", "uses_max_completion_tokens"]
@@ -223,7 +230,7 @@ def _check_retries(max_retries: int) -> None:
         raise ConfigurationError(f"max_retries must be an int >= 0, got {max_retries!r}")
 
 
-class OpenAIChatProvider(_OpenAIChatBase):
+class OpenAIChatProvider(OwnsClient, _OpenAIChatBase):
     """A synchronous provider over ``openai.OpenAI`` (any OpenAI-compatible endpoint).
 
     Example::
@@ -297,17 +304,6 @@ class OpenAIChatProvider(_OpenAIChatBase):
             max_tokens_param=max_tokens_param,
         )
 
-    def close(self) -> None:
-        """Close the SDK client if this provider built it (a client you passed is yours)."""
-        if self._owns_client:
-            self._client.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
     def complete(self, request: ModelRequest) -> ModelResponse:
         """Send ``request`` and return the model's answer.
 
@@ -338,7 +334,7 @@ class OpenAIChatProvider(_OpenAIChatBase):
         yield assembler.response()
 
 
-class AsyncOpenAIChatProvider(_OpenAIChatBase):
+class AsyncOpenAIChatProvider(OwnsAsyncClient, _OpenAIChatBase):
     """The asynchronous twin of :class:`OpenAIChatProvider` over ``openai.AsyncOpenAI``.
 
     Takes the same arguments (``client`` is an ``openai.AsyncOpenAI``).
@@ -386,17 +382,6 @@ class AsyncOpenAIChatProvider(_OpenAIChatBase):
             params=params,
             max_tokens_param=max_tokens_param,
         )
-
-    async def aclose(self) -> None:
-        """Close the SDK client if this provider built it (a client you passed is yours)."""
-        if self._owns_client:
-            await self._client.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
     async def amodel_info(self) -> ModelInfo:
         """:meth:`model_info` without blocking the event loop during discovery."""
