@@ -178,3 +178,55 @@ class OwnsAsyncClient:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+
+
+class SdkProvider:
+    """What every SDK-backed provider shares: its model, its client and its limits.
+
+    Subclasses call :meth:`_init_sdk` from their constructor; the limits resolve once,
+    in the order explicit, discovered (only from endpoints other than the vendor's
+    own ``default_host`` unless ``discover`` says otherwise), catalog, fallback.
+    """
+
+    _model: str
+    _client: Any
+    _info: ModelInfoSource
+
+    def _init_sdk(
+        self,
+        model: str,
+        client: Any,
+        *,
+        default_host: str,
+        api_key: str | None,
+        model_info: ModelInfo | None,
+        discover: bool | None,
+        discovery_timeout: float,
+    ) -> None:
+        self._model = check_model(model)
+        endpoint = str(client.base_url)
+        self._info = ModelInfoSource(
+            self._model,
+            explicit=model_info,
+            discover=not is_default_host(endpoint, default_host) if discover is None else discover,
+            base_url=endpoint,
+            api_key=client.api_key if isinstance(client.api_key, str) else api_key,
+            timeout=discovery_timeout,
+        )
+
+    @property
+    def model(self) -> str:
+        """The model name sent with every request."""
+        return self._model
+
+    @property
+    def client(self) -> Any:
+        """The SDK client the provider sends with."""
+        return self._client
+
+    def model_info(self) -> ModelInfo:
+        """The model's limits: explicit, discovered, catalog, fallback, in that order.
+
+        Discovery happens once, bounded by ``discovery_timeout``, and never raises.
+        """
+        return self._info.get()

@@ -53,10 +53,9 @@ from ..shapes import Format
 from ._cache_control import place_breakpoints
 from ._common import (
     DEFAULT_DISCOVERY_TIMEOUT,
-    ModelInfoSource,
     OwnsAsyncClient,
     OwnsClient,
-    check_model,
+    SdkProvider,
     is_default_host,
 )
 from .base import ModelRequest, ModelResponse, StreamDelta, ToolCall, ToolResult, Usage
@@ -96,7 +95,7 @@ def thinking_budget_for(budget: int | None, max_tokens: int) -> int | None:
     return fitted if fitted >= MIN_THINKING_BUDGET else None
 
 
-class _AnthropicBase:
+class _AnthropicBase(SdkProvider):
     """What the sync and async providers share: configuration, request, answer."""
 
     _client: Any
@@ -115,7 +114,15 @@ class _AnthropicBase:
         extra_body: Mapping[str, Any] | None,
         params: Mapping[str, Any] | None,
     ) -> None:
-        self._model = check_model(model)
+        self._init_sdk(
+            model,
+            client,
+            default_host=_DEFAULT_HOST,
+            api_key=api_key,
+            model_info=model_info,
+            discover=discover,
+            discovery_timeout=discovery_timeout,
+        )
         reserved = sorted(_RESERVED.intersection(params or {}))
         if reserved:
             raise ConfigurationError(
@@ -139,39 +146,11 @@ class _AnthropicBase:
         self._thinking_budget = thinking_budget
         self._params = dict(params or {})
         self._extra_body = dict(extra_body) if extra_body is not None else None
-        endpoint = str(client.base_url)
-        key = client.api_key if isinstance(client.api_key, str) else api_key
-        self._info = ModelInfoSource(
-            self._model,
-            explicit=model_info,
-            discover=not is_default_host(endpoint, _DEFAULT_HOST) if discover is None else discover,
-            base_url=endpoint,
-            api_key=key,
-            timeout=discovery_timeout,
-        )
 
     @property
     def format(self) -> Format:
         """The wire format of the messages this provider takes: ``"anthropic"``."""
         return "anthropic"
-
-    @property
-    def model(self) -> str:
-        """The model name sent with every request."""
-        return self._model
-
-    @property
-    def client(self) -> Any:
-        """The SDK client the provider sends with."""
-        return self._client
-
-    def model_info(self) -> ModelInfo:
-        """The model's limits: explicit, discovered, catalog, fallback, in that order.
-
-        Discovery (for endpoints other than api.anthropic.com, unless ``discover`` says
-        otherwise) happens once, bounded by ``discovery_timeout``, and never raises.
-        """
-        return self._info.get()
 
     def tool_result_messages(self, results: Sequence[ToolResult]) -> list[dict[str, Any]]:
         """One user message carrying a ``tool_result`` block per result, in order.

@@ -48,10 +48,9 @@ from ..failures import Failure, FailureKind, classify_failure
 from ..shapes import Format
 from ._common import (
     DEFAULT_DISCOVERY_TIMEOUT,
-    ModelInfoSource,
     OwnsAsyncClient,
     OwnsClient,
-    check_model,
+    SdkProvider,
     is_default_host,
 )
 from .base import ModelRequest, ModelResponse, StreamDelta, ToolCall, ToolResult, Usage
@@ -99,7 +98,7 @@ def _sdk_errors() -> Iterator[None]:
         raise ProviderError(classify_failure(exc)) from exc
 
 
-class _OpenAIChatBase:
+class _OpenAIChatBase(SdkProvider):
     """What the sync and async providers share: configuration, request, answer."""
 
     _client: Any
@@ -118,7 +117,15 @@ class _OpenAIChatBase:
         params: Mapping[str, Any] | None,
         max_tokens_param: str | None,
     ) -> None:
-        self._model = check_model(model)
+        self._init_sdk(
+            model,
+            client,
+            default_host=_DEFAULT_HOST,
+            api_key=api_key,
+            model_info=model_info,
+            discover=discover,
+            discovery_timeout=discovery_timeout,
+        )
         reserved = sorted(_RESERVED.intersection(params or {}))
         if reserved:
             raise ConfigurationError(
@@ -136,39 +143,11 @@ class _OpenAIChatBase:
                 "max_completion_tokens" if uses_max_completion_tokens(model) else "max_tokens"
             )
         self._max_tokens_param = max_tokens_param
-        endpoint = str(client.base_url)
-        key = client.api_key if isinstance(client.api_key, str) else api_key
-        self._info = ModelInfoSource(
-            self._model,
-            explicit=model_info,
-            discover=not is_default_host(endpoint, _DEFAULT_HOST) if discover is None else discover,
-            base_url=endpoint,
-            api_key=key,
-            timeout=discovery_timeout,
-        )
 
     @property
     def format(self) -> Format:
         """The wire format of the messages this provider takes: ``"openai_chat"``."""
         return "openai_chat"
-
-    @property
-    def model(self) -> str:
-        """The model name sent with every request."""
-        return self._model
-
-    @property
-    def client(self) -> Any:
-        """The SDK client the provider sends with."""
-        return self._client
-
-    def model_info(self) -> ModelInfo:
-        """The model's limits: explicit, discovered, catalog, fallback, in that order.
-
-        Discovery (for endpoints other than api.openai.com, unless ``discover`` says
-        otherwise) happens once, bounded by ``discovery_timeout``, and never raises.
-        """
-        return self._info.get()
 
     def tool_result_messages(self, results: Sequence[ToolResult]) -> list[dict[str, Any]]:
         """One ``{"role": "tool"}`` message per result, in order.
