@@ -18,6 +18,8 @@ Invariants:
     * ``segments`` hold the text the provider will tokenize, each tagged with a
       content class: ``"prose"`` (natural-language text) or ``"dense"`` (tool-call
       arguments, tool results and other machine text, which tokenizes more densely).
+      A tool call is one segment, its name followed by its arguments, with
+      ``name_length`` saying where the name ends.
     * ``media_items`` counts images, audio and documents, which cost a fixed amount
       each in the provider's own terms, never their base64 length.
     * ``problem`` is set when the message itself is damaged (unknown role, content
@@ -42,6 +44,9 @@ class Segment:
 
     content_class: ContentClass
     text: str
+    name_length: int = 0
+    """For a tool call's segment (``name`` followed by its arguments): the length of
+    the name, so exact accounting can render the call the way a chat template does."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

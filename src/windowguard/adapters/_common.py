@@ -9,7 +9,7 @@ from typing import Any
 
 from ..shapes import ContentClass, Segment
 
-__all__ = ["MISSING", "field", "getter", "json_text", "segment", "type_name"]
+__all__ = ["MISSING", "call_segment", "field", "getter", "json_text", "segment", "type_name"]
 
 
 class _Missing:
@@ -68,3 +68,8 @@ def _fallback(value: object) -> object:
 def segment(content_class: ContentClass, text: str) -> Segment:
     """A segment; kept as a function so adapters read uniformly."""
     return Segment(content_class=content_class, text=text)
+
+
+def call_segment(name: str, arguments: str) -> Segment:
+    """A tool call's segment: its name followed by its arguments (dense text)."""
+    return Segment(content_class="dense", text=f"{name}{arguments}", name_length=len(name))

@@ -21,7 +21,7 @@ https://docs.anthropic.com/en/docs/build-with-claude/tool-use.
 from __future__ import annotations
 
 from ..shapes import Segment, Shape
-from ._common import field, json_text, segment, type_name
+from ._common import call_segment, field, json_text, segment, type_name
 
 __all__ = ["shape_message", "shape_system"]
 
@@ -107,7 +107,7 @@ def _blocks(
                 problem = problem or f"a tool_use block ({call_id}) in a {role} message"
             opens.append(call_id)
             name = field(block, "name") or ""
-            segments.append(segment("dense", f"{name}{json_text(field(block, 'input') or {})}"))
+            segments.append(call_segment(str(name), json_text(field(block, "input") or {})))
         elif kind == "tool_result":
             call_id = field(block, "tool_use_id")
             if not isinstance(call_id, str) or not call_id:

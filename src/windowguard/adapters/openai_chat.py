@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..shapes import Segment, Shape
-from ._common import field, getter, json_text, segment, type_name
+from ._common import call_segment, field, getter, json_text, segment, type_name
 
 __all__ = ["shape_message"]
 
@@ -87,7 +87,7 @@ def _assistant(get: Callable[..., Any]) -> Shape:
     if function_call is not None:
         name = field(function_call, "name")
         opens.append(f"function:{name}")
-        extra.append(segment("dense", f"{name}{_text_or_json(field(function_call, 'arguments'))}"))
+        extra.append(call_segment(str(name), _text_or_json(field(function_call, "arguments"))))
     return Shape(
         kind="assistant",
         opens=tuple(opens),
@@ -101,11 +101,11 @@ def _call_segments(call: object) -> tuple[Segment, ...]:
     function = field(call, "function")
     if function is not None:
         name = field(function, "name") or ""
-        return (segment("dense", f"{name}{_text_or_json(field(function, 'arguments'))}"),)
+        return (call_segment(str(name), _text_or_json(field(function, "arguments"))),)
     custom = field(call, "custom")
     if custom is not None:
         name = field(custom, "name") or ""
-        return (segment("dense", f"{name}{_text_or_json(field(custom, 'input'))}"),)
+        return (call_segment(str(name), _text_or_json(field(custom, "input"))),)
     return (segment("dense", json_text(call)),)
 
 

@@ -27,7 +27,7 @@ Reference: https://platform.openai.com/docs/api-reference/responses/create (inpu
 from __future__ import annotations
 
 from ..shapes import Kind, Segment, Shape
-from ._common import field, json_text, segment, type_name
+from ._common import call_segment, field, json_text, segment, type_name
 
 __all__ = ["RESPONSES_ITEM_TYPES", "shape_message"]
 
@@ -159,8 +159,8 @@ def _call_body(item: object) -> tuple[Segment, ...]:
         value = field(item, key)
         if value is not None:
             text = value if isinstance(value, str) else json_text(value)
-            return (segment("dense", f"{name}{text}"),)
-    return (segment("dense", name),) if name else ()
+            return (call_segment(str(name), text),)
+    return (call_segment(str(name), ""),) if name else ()
 
 
 def _output(output: object) -> tuple[tuple[Segment, ...], int]:
