@@ -27,7 +27,7 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -38,6 +38,7 @@ from ..counters import TokenCounter, load_counter
 from ..exceptions import ConfigurationError, WindowGuardError
 from ..provider_errors import Flavor, WireError
 from ..templates import TEMPLATES, count_prompt
+from . import counting
 from .faults import FaultPlan, parse_faults
 from .flavors import anthropic as anthropic_flavor
 from .flavors import openai as openai_flavor
@@ -102,12 +103,21 @@ class Emulator:
             ``{call_number: status}`` mapping, or None.
         template: the chat template to count with (``"openai"``, ``"llama3"``,
             ``"qwen"``, ``"mistral"``); None picks one from the tokenizer's name.
+        count_apis: the token-count APIs to serve (:mod:`.counting`): None for the
+            flavour's own (vllm ``/tokenize``; llamacpp llama-server's
+            ``/apply-template`` + ``/tokenize`` and llama-cpp-python's
+            ``/extras/tokenize/count``; openai ``/v1/responses/input_tokens``; anthropic
+            ``/v1/messages/count_tokens``), ``"none"`` for a server that only reports
+            usage, or any of ``"vllm"``, ``"sglang"``, ``"llama-server"``,
+            ``"llama-cpp-python"``, ``"tgi"``, ``"anthropic"``, ``"openai"``,
+            ``"gemini"``.
         port: the port to bind (0: any free port).
         host: must be ``"127.0.0.1"`` (or ``"localhost"``).
 
     Raises:
         ConfigurationError: an unknown flavour or template, a window below 1, a
-            non-local host, or a tokenizer or fault spec that cannot be used.
+            non-local host, a tokenizer or fault spec that cannot be used, or count APIs
+            that cannot be served together.
     """
 
     def __init__(
@@ -123,6 +133,7 @@ class Emulator:
         seed: int = 0,
         faults: FaultPlan | str | Mapping[int, int] | None = None,
         template: str | None = None,
+        count_apis: str | Iterable[str] | None = None,
         port: int = 0,
         host: str = "127.0.0.1",
     ) -> None:
@@ -149,6 +160,7 @@ class Emulator:
             raise ConfigurationError(
                 f"unknown chat template {self.template!r}; use one of {TEMPLATES}"
             )
+        self.count_apis = counting.resolve_count_apis(flavor, count_apis, self.template)
         self.policy: Policy = resolve_policy(scenario)
         self.faults = _fault_plan(faults, seed)
         self._port = port
@@ -247,6 +259,16 @@ class Emulator:
             model=self.model,
             context_window=self.context_window,
             max_output_tokens=self.max_output_tokens,
+        )
+
+    @property
+    def count_setup(self) -> counting.CountSetup:
+        """What the count APIs need: tokenizer, template, window and key."""
+        return counting.CountSetup(
+            counter=self.counter,
+            template=self.template,
+            context_window=self.context_window,
+            api_key=self.api_key,
         )
 
     def count_prompt(self, parsed: ParsedRequest) -> int:
@@ -485,10 +507,23 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(event)
             self.wfile.flush()
 
-    def _read_body(self) -> Any:
+    def _read_raw(self) -> bytes:
         length = int(self.headers.get("content-length") or 0)
-        raw = self.rfile.read(length) if length else b""
+        return self.rfile.read(length) if length else b""
+
+    def _read_body(self) -> Any:
+        raw = self._read_raw()
         return json.loads(raw) if raw else None
+
+    def _send_reply(self, reply: counting.CountReply) -> None:
+        if reply.raw is None:
+            self._send_json(reply.status, reply.body)
+            return
+        self.send_response(reply.status)
+        self.send_header("content-type", reply.content_type)
+        self.send_header("content-length", str(len(reply.raw)))
+        self.end_headers()
+        self.wfile.write(reply.raw)
 
     def _not_found(self) -> None:
         message = f"Not Found: {self.command} {self.path}"
@@ -517,12 +552,18 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, value)
 
     def do_POST(self) -> None:
-        """Model calls (and Anthropic token counting)."""
+        """Model calls and the token-count APIs."""
         emulator = self.emulator
         if not self._local_host():
             self._send_json(403, {"error": {"message": "the emulator only answers local hosts"}})
             return
-        path = self.path.split("?", 1)[0]
+        path, _, query = self.path.partition("?")
+        api = counting.route(path, emulator.count_apis)
+        if api is not None:
+            raw = self._read_raw()
+            setup = emulator.count_setup
+            self._send_reply(counting.handle(api, path, query, raw, self._headers(), setup))
+            return
         try:
             body = self._read_body()
         except (ValueError, UnicodeDecodeError) as exc:
@@ -533,9 +574,6 @@ class _Handler(BaseHTTPRequestHandler):
             )
             return
         anthropic = emulator.flavor == "anthropic"
-        if anthropic and path == "/v1/messages/count_tokens":
-            self._count_tokens(body)
-            return
         if path != ("/v1/messages" if anthropic else "/v1/chat/completions"):
             self._not_found()
             return
@@ -559,21 +597,3 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_stream(events)
         else:
             self._send_json(200, openai_flavor.render_chat(answer))
-
-    def _count_tokens(self, body: Any) -> None:
-        emulator = self.emulator
-        if not emulator._authorized(self._headers()):
-            self._send_error(provider_errors.auth_error(emulator.flavor))
-            return
-        if isinstance(body, Mapping) and "max_tokens" not in body:
-            body = dict(body, max_tokens=1)
-        parsed = anthropic_flavor.parse_messages_request(body)
-        if isinstance(parsed, WireError):
-            self._send_error(parsed)
-            return
-        try:
-            input_tokens = emulator.count_prompt(parsed)
-        except WindowGuardError as exc:
-            self._send_error(provider_errors.invalid_request_error(emulator.flavor, str(exc)))
-            return
-        self._send_json(200, {"input_tokens": input_tokens})
