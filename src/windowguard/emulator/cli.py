@@ -61,6 +61,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--faults", default="", help='fault schedule, e.g. "3,4:429;7:500;p=0.05:503"'
     )
     parser.add_argument("--api-key", default=None, help="require this API key")
+    parser.add_argument(
+        "--count-apis",
+        default=None,
+        help="token-count APIs to serve, comma-separated: none, vllm, sglang, llama-server, "
+        "llama-cpp-python, tgi, anthropic, openai, gemini (default: the flavour's own)",
+    )
     return parser
 
 
@@ -94,6 +100,7 @@ def main(
             seed=args.seed,
             faults=args.faults or None,
             template=args.template,
+            count_apis=args.count_apis.split(",") if args.count_apis else None,
             port=args.port,
         )
     except (ConfigurationError, ImportError) as exc:
@@ -110,7 +117,8 @@ def main(
         print(url, file=stream, flush=True)
         print(
             f"serving {args.flavor} model {args.model!r}, window {args.window} tokens, "
-            f"template {emulator.template!r}; Ctrl-C stops",
+            f"template {emulator.template!r}, count APIs "
+            f"{', '.join(emulator.count_apis) or 'none'}; Ctrl-C stops",
             file=stream,
             flush=True,
         )
