@@ -28,6 +28,7 @@ __all__ = [
     "chat_to_items",
     "chat_tools",
     "function_of",
+    "mapping",
     "plain",
     "responses_tools",
     "text_of",
@@ -89,16 +90,20 @@ def arguments_object(raw: object, what: str) -> Json:
 
 
 def function_of(tool: Json) -> Json | None:
-    """``{"name", "description"?, "parameters"?}`` of a function tool in any format."""
-    source = tool.get("function") if isinstance(tool.get("function"), dict) else None
-    if source is None and "input_schema" in tool:  # Anthropic
-        source = dict(tool, parameters=tool["input_schema"])
-    if source is None and tool.get("type") == "function":  # Responses
-        source = tool
-    if source is None or not isinstance(source.get("name"), str):
+    """The function definition of a function tool in any format: the chat form's
+    ``function``, a Responses tool without its ``type`` (``strict`` kept, so a round
+    trip through Responses renders the same), or Anthropic's ``name``, ``description``
+    and ``input_schema`` (as ``parameters``)."""
+    if isinstance(tool.get("function"), dict):
+        function = dict(tool["function"])
+    elif "input_schema" in tool:
+        function = {key: tool[key] for key in ("name", "description") if key in tool}
+        function["parameters"] = tool["input_schema"]
+    elif tool.get("type") == "function":
+        function = {key: value for key, value in tool.items() if key != "type"}
+    else:
         return None
-    keys = ("name", "description", "parameters")
-    return {key: source[key] for key in keys if source.get(key) is not None}
+    return function if isinstance(function.get("name"), str) else None
 
 
 def chat_tools(tools: Sequence[object]) -> list[Json]:

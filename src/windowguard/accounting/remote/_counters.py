@@ -15,6 +15,7 @@ from ._convert import (
     chat_to_gemini,
     chat_to_items,
     function_of,
+    mapping,
     plain,
     responses_tools,
     text_of,
@@ -301,11 +302,15 @@ class GeminiCountTokens(Counter):
         request: Json = {"model": name, "contents": contents}
         if system:
             request["systemInstruction"] = system
-        functions = [function_of(plain(t)) for t in query.tools]
-        if any(f is None for f in functions):
-            raise Unconvertible("Gemini counts function tools only")
-        if functions:
-            request["tools"] = [{"functionDeclarations": functions}]
+        declarations = []
+        for index, tool in enumerate(query.tools):
+            function = function_of(mapping(plain(tool), f"tool {index}"))
+            if function is None:
+                raise Unconvertible(f"tool {index}: Gemini counts function tools only")
+            keys = ("name", "description", "parameters")  # a FunctionDeclaration's fields
+            declarations.append({key: function[key] for key in keys if key in function})
+        if declarations:
+            request["tools"] = [{"functionDeclarations": declarations}]
         return {"generateContentRequest": request}
 
     def _exchange(self, body: Any, model: str, deadline: float) -> int:
