@@ -632,6 +632,9 @@ def test_500_carries_the_servers_own_error_text() -> None:
         message = failure(OpenAIInputTokens(server.url))
     assert "HTTP 500" in message
     assert "CUDA out of memory" in message
+    with _FakeServer(500, body) as server, pytest.raises(RemoteCountError) as raised:
+        OpenAIInputTokens(server.url).count(chat_query())
+    assert raised.value.status == 500
     assert "openai POST /v1/responses/input_tokens" in message
 
 
@@ -731,6 +734,9 @@ def test_messages_that_cannot_be_converted(
     message = failure(counter, query)
     assert counter.name in message
     assert reason in message
+    with pytest.raises(RemoteCountError) as raised:
+        counter.count(query)
+    assert raised.value.endpoint == counter.name
 
 
 def test_a_query_of_the_wrong_type() -> None:

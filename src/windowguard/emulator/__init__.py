@@ -3,8 +3,11 @@
 ``Emulator`` serves OpenAI-, vLLM-, llama.cpp- or Anthropic-compatible endpoints on
 127.0.0.1, counts every prompt exactly (chat-template overhead and tool schemas
 included), refuses what the real server refuses with its own status, JSON and wording,
-injects faults on a schedule or by seeded probability, and answers from a scripted
-policy or a deterministic built-in scenario::
+injects faults on a schedule or by seeded probability, answers the servers' own
+token-count APIs (vLLM/SGLang/TGI ``/tokenize``, llama.cpp ``/apply-template``,
+``count_tokens``, ``responses/input_tokens``, Gemini ``countTokens``: see
+:mod:`.counting`), and answers from a scripted policy or a deterministic built-in
+scenario::
 
     from windowguard.emulator import Emulator
 

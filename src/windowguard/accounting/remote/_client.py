@@ -167,14 +167,17 @@ class Counter:
     def _prepared(self, query: CountQuery) -> Any:
         if not isinstance(query, CountQuery):
             raise RemoteCountError(
-                f"{self.name}: expected a CountQuery, got {type(query).__name__}"
+                f"{self.name}: expected a CountQuery, got {type(query).__name__}",
+                endpoint=self.name,
             )
         try:
             return self._body(query)
         except Unconvertible as exc:
-            raise RemoteCountError(f"{self.name}: cannot send this request: {exc}") from None
+            reason = f"cannot send this request: {exc}"
+            raise RemoteCountError(f"{self.name}: {reason}", endpoint=self.name) from None
         except (TypeError, ValueError, KeyError, AttributeError) as exc:
-            raise RemoteCountError(f"{self.name}: cannot convert this request: {exc}") from None
+            reason = f"cannot convert this request: {exc}"
+            raise RemoteCountError(f"{self.name}: {reason}", endpoint=self.name) from None
 
     def count(self, query: CountQuery) -> int:
         """Exact prompt tokens the server's chat endpoint counts for ``query``.
@@ -236,7 +239,8 @@ class Counter:
         try:
             data = json.dumps(payload, ensure_ascii=False).encode()
         except (TypeError, ValueError) as exc:
-            raise RemoteCountError(f"{where}: the request is not JSON: {exc}") from None
+            reason = f"the request is not JSON: {exc}"
+            raise RemoteCountError(f"{where}: {reason}", endpoint=self.name) from None
         try:
             answer = post(url, data, headers or self._headers(), deadline)
         except DeadlineError:

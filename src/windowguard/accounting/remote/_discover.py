@@ -160,7 +160,8 @@ def discover_counter(
     ``/extras/tokenize/count`` (only with ``template``: it counts text), Anthropic
     ``count_tokens``, OpenAI ``responses/input_tokens``; hosts of Anthropic, OpenAI and
     Google are asked their own API only. Results (None included) are cached per
-    (endpoint, model, template) until :func:`clear_counter_cache`.
+    (endpoint, model, template) until :func:`clear_counter_cache` -- a server that
+    refused the probes (a wrong key, say) stays None until then.
 
     Args:
         base_url: the endpoint, with or without ``/v1``.
