@@ -36,10 +36,13 @@ from .counters import TokenCounter
 from .exceptions import ConfigurationError
 
 __all__ = [
+    "TEMPLATES",
     "PromptCount",
     "Template",
+    "count_message",
     "count_prompt",
     "count_prompt_parts",
+    "count_request_framing",
     "render_prompt",
 ]
 
@@ -122,6 +125,59 @@ def count_prompt_parts(
     if template == "openai":
         return _openai_count(counter, messages, tools)
     return _count_rendered(counter, _render(messages, tools, template), len(messages))
+
+
+def count_message(counter: TokenCounter, message: Mapping[str, Any], *, template: str) -> int:
+    """The tokens one message adds to a prompt of ``template``'s family, on its own.
+
+    The message is rendered in the smallest context that gives it its ordinary form (a
+    tool result after a call, a message followed by a user turn so no template treats it
+    as a final, continued assistant message, Mistral's system prompt folded into a
+    user message) and the pieces it owns are counted. Grouping a template does across
+    messages (Qwen writes one user turn around consecutive tool results) is charged to
+    every message, so a sum over messages stays at or above the whole prompt's count.
+
+    Args:
+        counter: the family's exact tokenizer.
+        message: an OpenAI Chat Completions message (dict).
+        template: ``"openai"``, ``"llama3"``, ``"qwen"`` or ``"mistral"``.
+
+    Raises:
+        ConfigurationError: unknown template or a malformed message.
+    """
+    if template == "openai":
+        return _openai_count(counter, [message], None).message_tokens[0]
+    role = _role(message, 0)
+    context: list[Mapping[str, Any]] = [message]
+    index = 0
+    if role == "tool":
+        call = {"id": str(message.get("tool_call_id") or ""), "function": {"name": "f"}}
+        context = [{"role": "assistant", "content": "", "tool_calls": [call]}, message]
+        index = 1
+    elif role in ("assistant", "system"):
+        context = [message, {"role": "user", "content": ""}]
+    pieces = [piece for owner, piece in _render(context, None, template) if owner == index]
+    return _count_pieces(counter, pieces)
+
+
+def count_request_framing(
+    counter: TokenCounter,
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    *,
+    template: str,
+) -> int:
+    """The tokens a request of ``template``'s family holds besides its messages.
+
+    That is the per-request framing (BOS, default system header, the generation prompt)
+    plus the tool-schema block and its framing, measured against a one-message request
+    (Llama 3 writes the tools into the first user message, Mistral before the last one).
+
+    Raises:
+        ConfigurationError: unknown template or malformed tools.
+    """
+    probe = [{"role": "user", "content": "x"}]
+    parts = count_prompt_parts(counter, probe, tools, template=template)
+    return parts.total_tokens - parts.message_tokens[0]
 
 
 def render_prompt(
