@@ -103,8 +103,10 @@ def test_guarded_completes_where_unguarded_overflows(flavor: str) -> None:
         assert not any(isinstance(e, ToolResultEvent) and e.is_error for e in run.events)
 
 
-def test_a_reply_budget_above_half_the_window_is_shrunk() -> None:
-    options = DemoOptions(context_window=8192, iterations=2, max_tokens=6000)
+def test_a_reply_budget_that_leaves_no_room_is_shrunk() -> None:
+    # Above half the window, so the transcript is fitted to a capped reserve, and more
+    # than the window leaves once the prompt is in: the shrink guard fits it.
+    options = DemoOptions(context_window=8192, iterations=2, max_tokens=7900)
     run = run_scenario(options, managed=True)
     assert run.termination == "COMPLETED" and run.shrinks > 0
     for event in run.events:

@@ -390,7 +390,7 @@ def test_emulator_refuses_tool_blocks_without_tools_like_the_messages_api() -> N
 def test_streamed_run_is_fitted_and_takes_usage_from_the_stream() -> None:
     with Emulator(
         flavor="vllm",
-        context_window=8192,
+        context_window=4096,
         tokenizer=TOKENIZER,
         scenario="coding-agent:30",
         model="Qwen/Qwen3-8B",

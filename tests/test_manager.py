@@ -20,7 +20,10 @@ SETTINGS = settings(deadline=None, max_examples=200)
 
 
 def _manager(window: int, **kw: Any) -> wg.ContextWindowManager:
+    """A manager on the heuristic alone: these tests are about pruning's mechanics, the
+    same whatever counts (tests/test_accounting.py covers the exact sources)."""
     info = wg.ModelInfo(window, max_output_tokens=None, tokenizer="o200k")
+    kw.setdefault("counter", "heuristic")
     return wg.ContextWindowManager(model_info=info, safety=kw.pop("safety", 50), **kw)
 
 

@@ -27,6 +27,8 @@ from windowguard.events import (
     ModelCall,
     PressureThresholdCrossed,
     ProviderErrorEvent,
+    RemoteCounted,
+    RemoteCountFailed,
     RetryScheduled,
     RunFinished,
     RunStarted,
@@ -34,6 +36,7 @@ from windowguard.events import (
     ToolResultEvent,
     TranscriptDeferred,
     TranscriptPruned,
+    UsageMeasured,
 )
 from windowguard.exceptions import ConfigurationError
 from windowguard.sinks import (
@@ -75,6 +78,23 @@ def one_of_each() -> list[Event]:
             pressure=0.01,
             calibration=1.05,
             source="catalog",
+            measured_tokens=1100,
+            exact=False,
+            sources=("ledger", "heuristic:o200k"),
+        ),
+        UsageMeasured(
+            origin="usage",
+            total_tokens=1250,
+            known_tokens=1100,
+            measured_tokens=150,
+            estimated_tokens=180,
+            messages=2,
+            with_base=False,
+            drift=0,
+        ),
+        RemoteCounted(counter="vllm POST /tokenize", tokens=99_000, messages=40, purpose="confirm"),
+        RemoteCountFailed(
+            counter="vllm POST /tokenize", error="timed out after 2.0 s", fallback="heuristic:qwen"
         ),
         TranscriptPruned(
             dropped_turns=3,
@@ -399,7 +419,7 @@ def test_capture_events_records_and_filters() -> None:
             emit(event, as_sinks([events]))
     assert events == events_in
     assert events.kinds() == [e.kind for e in events_in]
-    assert events.of_kind("model_call") == [events_in[6]]
+    assert events.of_kind("model_call") == [e for e in events_in if isinstance(e, ModelCall)]
     typed = events.of_kind(ModelCall)
     assert [m.input_tokens for m in typed] == [1200]
     assert events.of_kind("retry_scheduled")[0].to_dict()["delay_seconds"] == 1.5

@@ -27,6 +27,8 @@ __all__ = [
     "ModelCall",
     "PressureThresholdCrossed",
     "ProviderErrorEvent",
+    "RemoteCountFailed",
+    "RemoteCounted",
     "RetryScheduled",
     "RunFinished",
     "RunStarted",
@@ -34,6 +36,7 @@ __all__ = [
     "ToolResultEvent",
     "TranscriptDeferred",
     "TranscriptPruned",
+    "UsageMeasured",
 ]
 
 
@@ -76,7 +79,15 @@ class PressureThresholdCrossed(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ContextEstimate(Event):
-    """The calibrated estimate of a request before it is sent."""
+    """The best count of a request before it is sent, and where it came from.
+
+    ``source`` says where the window came from (the catalog, discovery ...);
+    ``measured_tokens`` is the part counted exactly (provider reports attributed by the
+    ledger, or the endpoint's own count); ``exact`` is True when all of it was;
+    ``sources`` names what counted the rest (``"ledger"``, ``"remote:<endpoint>"``,
+    ``"local:<family>"``, ``"heuristic:<family>"``), and ``calibration`` is the factor
+    applied to the estimated part.
+    """
 
     kind: ClassVar[str] = "context_estimate"
     estimated_tokens: int
@@ -85,6 +96,52 @@ class ContextEstimate(Event):
     pressure: float
     calibration: float
     source: str
+    measured_tokens: int = 0
+    exact: bool = False
+    sources: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UsageMeasured(Event):
+    """The ledger attributed an exact prompt size (a provider report, an overflow
+    error's count, or a remote count) to the turns it measured.
+
+    ``measured_tokens`` were newly attributed to ``messages`` messages (and the base:
+    framing, system, tools and head, when ``with_base``); ``known_tokens`` of the total
+    were known exactly before; ``drift`` is ``total - known`` for a request that was
+    known exactly already (templates are not perfectly additive).
+    """
+
+    kind: ClassVar[str] = "usage_measured"
+    origin: str
+    total_tokens: int
+    known_tokens: int
+    measured_tokens: int
+    estimated_tokens: int
+    messages: int
+    with_base: bool
+    drift: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoteCounted(Event):
+    """The serving endpoint counted a request exactly, near the edge of a decision."""
+
+    kind: ClassVar[str] = "remote_count"
+    counter: str
+    tokens: int
+    messages: int
+    purpose: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoteCountFailed(Event):
+    """A remote count failed; the decision fell back to the ledger and estimates."""
+
+    kind: ClassVar[str] = "remote_count_failed"
+    counter: str
+    error: str
+    fallback: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -71,22 +71,51 @@ class ContextTruncatedError(WindowGuardError):
     """Even the smallest transcript windowguard may send (head + newest turn) does not fit.
 
     No provider call may follow: the run ends with ``TerminationReason.CONTEXT_TRUNCATED``.
+    The refusal rests on the best count available: with an exact count (the provider's
+    own reports, its count endpoint) it is raised only when head + newest turn + tools
+    + the output floor exceed the window; with no exact source at all, when the
+    estimate exceeds the input budget (ADR-107).
 
     Attributes:
-        estimated_tokens: calibrated estimate of head + newest turn (+ tools).
+        estimated_tokens: the best count of head + newest turn (+ tools).
         budget: the input budget it had to fit (window - reserve - safety).
         context_window: the model's window the budget came from.
+        exact: whether ``estimated_tokens`` was counted exactly.
+        source: what counted it (``"ledger"``, ``"remote:..."``, ``"heuristic:..."`` ...).
+        floor: the smallest reply the request had to leave room for.
     """
 
-    def __init__(self, *, estimated_tokens: int, budget: int, context_window: int) -> None:
+    def __init__(
+        self,
+        *,
+        estimated_tokens: int,
+        budget: int,
+        context_window: int,
+        exact: bool = False,
+        source: str = "estimate",
+        floor: int | None = None,
+    ) -> None:
         self.estimated_tokens = estimated_tokens
         self.budget = budget
         self.context_window = context_window
+        self.exact = exact
+        self.source = source
+        self.floor = floor
+        if exact and floor is not None:
+            need = (
+                f"the head (system + task), the tools and the newest turn are exactly "
+                f"{estimated_tokens} tokens (counted by {source}); with the smallest reply "
+                f"({floor} tokens) that exceeds the context window {context_window}"
+            )
+        else:
+            need = (
+                f"the head (system + task) and the newest turn need ~{estimated_tokens} "
+                f"tokens ({source}) but the input budget is {budget} (context window "
+                f"{context_window})"
+            )
         super().__init__(
-            f"the head (system + task) and the newest turn need ~{estimated_tokens} tokens "
-            f"but the input budget is {budget} (context window {context_window}); "
-            "nothing was sent. Shorten the system prompt or the newest tool result, lower "
-            "max_tokens, or use a model with a larger window."
+            f"{need}; nothing was sent. Shorten the system prompt or the newest tool result, "
+            "lower max_tokens, or use a model with a larger window."
         )
 
 

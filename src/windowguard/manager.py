@@ -1,42 +1,65 @@
-"""ContextWindowManager: per-run state tying shapes, estimate, budget and pruning.
+"""ContextWindowManager: per-run state tying shapes, accounting, budget and pruning.
 
 Before every provider send, :meth:`ContextWindowManager.fit` returns the transcript
 to send — the caller's own message objects, in order, a subsequence of what was
 given — with the head and the newest turn always kept and the oldest whole turns
-dropped until the calibrated estimate fits ``window - reserve - safety``; and the
+dropped until the request's best count fits ``window - reserve - safety``; and the
 ``max_tokens`` that fits what is left (the shrink guard), so prompt + tools + output
 never exceed the window. When even head + newest turn cannot fit it raises
 :class:`~windowguard.ContextTruncatedError` and no provider call may follow.
 
-Per-run state (ADR-107): the calibration factor and the per-message estimate cache.
-``last_usage=None`` marks the first send of a run and resets the calibration; a
-later send passes the prompt tokens the provider reported for the previous request
-(an int or any usage object), or :data:`~windowguard.NO_USAGE` when the provider
-reported none. The factor starts above 1.0 and only rises, to the ratio reported /
-raw estimate of the previous request, so the estimate errs high throughout.
+Counting, from the best source available (DESIGN.md "Accounting"):
 
-Work per send is proportional to what was appended since the previous send: when the
-new transcript extends the previous one (same objects, in order), only the new
-messages are shaped, estimated and segmented. Messages are assumed not to be mutated
-after they were sent; appending, dropping or replacing whole messages is always
-handled correctly (a changed prefix rebuilds from the per-message cache).
+* the **ledger** (:mod:`windowguard.accounting.ledger`): the prompt tokens the provider
+  reported for each earlier request (``last_usage``) are exact; the difference between
+  consecutive reports is the exact cost of the turns appended in between, and measured
+  turns keep their cost after a prune;
+* a **remote count** (:mod:`windowguard.accounting.remote`): the serving endpoint's own
+  count, asked only when a decision is near the edge (the send would prune anew,
+  shrink ``max_tokens`` or refuse), at most ``max_remote_counts`` times per send;
+* a **local exact tokenizer** with the family's template accounting
+  (:mod:`windowguard.accounting.local`), found automatically, used near the edge for
+  what nothing has measured;
+* the over-counting **heuristic** (:mod:`windowguard.estimate`) for the rest.
+
+Calibration (ADR-107) applies to the estimated part only: it starts above 1.0, only
+rises (to measured / estimated of what each report newly measured) and resets on a
+run's first send (``last_usage=None``). A later send whose provider reported no usage
+passes :data:`~windowguard.NO_USAGE`.
+
+Refusals rest on the best count: with an exact count of head + newest turn + tools,
+:class:`~windowguard.ContextTruncatedError` is raised only when that count plus the
+output floor exceeds the window; when part of it is estimated but some exact source
+exists, when it exceeds the window less the safety margin; with no exact source at all,
+when the estimate exceeds the input budget (ADR-107, as before).
+
+Work per send is proportional to what was appended since the previous send when no
+decision is near the edge: only new messages are shaped and estimated, the ledger
+attributes the report to them, and pruning searches prefix sums. Messages are assumed
+not to be mutated after they were sent; appending, dropping or replacing whole messages
+is handled (a changed prefix rebuilds from the per-message cache, keeping what the
+ledger measured of messages that are still there).
 
 Damaged input (orphaned result, unanswered call, unknown role, content of a wrong
 type) is passed on unchanged with ``Fit.deferred`` set and a ``transcript_deferred``
-event — the manager never makes a transcript worse — or raises
-:class:`~windowguard.InvalidTranscriptError` with ``strict=True``.
+event, or raises :class:`~windowguard.InvalidTranscriptError` with ``strict=True``.
 """
 
 from __future__ import annotations
 
 import copy as _copy
 import logging
-import operator
-from collections.abc import Sequence
+import math
+from bisect import bisect_left
+from collections.abc import Callable, Generator, Hashable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any, Literal, cast
 
-from .adapters import check_format, check_messages, format_evidence, shaper
-from .adapters.anthropic import shape_system
+from ._transcript import Fixed, RequestParts, Transcript, update_transcript
+from .accounting.ledger import REWRITES_HISTORY, Observation
+from .accounting.local import TEMPLATE_OF, TemplateAccounting, local_accounting
+from .accounting.remote import CountQuery, RemoteCounter, RemoteCountError
+from .adapters import check_format, check_messages
 from .budget import Budget, compute_budget
 from .catalog import ModelInfo, OverridesArg, resolve_model_info
 from .counters import TokenCounter
@@ -46,20 +69,28 @@ from .events import (
     ContextEstimate,
     Event,
     MaxTokensShrunk,
+    RemoteCounted,
+    RemoteCountFailed,
     TranscriptDeferred,
     TranscriptPruned,
+    UsageMeasured,
 )
 from .exceptions import ConfigurationError, ContextTruncatedError, InvalidTranscriptError
-from .prune import POLICIES, PruningPolicy, calibrated, choose_drop
-from .shapes import Format, Shape
+from .prune import POLICIES, PruningPolicy, choose_drop, turns_to_drop
+from .shapes import Format
 from .shrink import DEFAULT_FLOOR, DEFAULT_SAFETY_BUFFER, fit_max_tokens
-from .turns import Problem, TurnIndex, segment
+from .turns import Problem, Segmentation, segment
 
-__all__ = ["ContextWindowManager", "Fit"]
+__all__ = ["DEFAULT_MAX_REMOTE_COUNTS", "ContextWindowManager", "Fit"]
 
 logger = logging.getLogger("windowguard")
 
 DEFAULT_FALLBACK_WINDOW = 8192
+DEFAULT_MAX_REMOTE_COUNTS = 2
+"""Remote counts one send may ask for (a confirmation, then the pruned request)."""
+
+CounterArg = TokenCounter | RemoteCounter | Literal["auto", "heuristic"] | None
+RemoteAnswer = int | BaseException
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,8 +99,9 @@ class Fit:
 
     Attributes:
         messages: the caller's own message objects to send, in order.
-        estimated_tokens: calibrated estimate of the fitted request (messages, the
-            separate system argument, tool schemas and framing).
+        estimated_tokens: the best count of the fitted request (messages, the separate
+            system argument, tool schemas and framing): exact where measured,
+            calibrated estimates elsewhere.
         budget: the input budget, ``min(window - reserve - safety, max_input_tokens)``.
         context_window: the window the budget came from.
         dropped_turns: oldest whole turns dropped.
@@ -79,8 +111,14 @@ class Fit:
         deferred: damaged input was passed on unchanged.
         problems: the damage found, if any.
         format: the wire format the transcript was read in.
-        events: what happened (``context_estimate``, ``transcript_pruned``,
-            ``max_tokens_shrunk`` / ``context_emergency_shrink``, ``transcript_deferred``).
+        events: what happened (``usage_measured``, ``remote_count``, ``context_estimate``,
+            ``transcript_pruned``, ``max_tokens_shrunk`` / ``context_emergency_shrink``,
+            ``transcript_deferred``).
+        measured_tokens: the part of ``estimated_tokens`` counted exactly.
+        exact: the whole of ``estimated_tokens`` was counted exactly.
+        sources: what counted the rest (``"ledger"``, ``"remote:..."``, ``"local:..."``,
+            ``"heuristic:..."``).
+        remote_counts: how many remote counts this send asked for.
     """
 
     messages: list[object]
@@ -95,33 +133,58 @@ class Fit:
     problems: tuple[Problem, ...]
     format: Format
     events: tuple[Event, ...]
+    measured_tokens: int = 0
+    exact: bool = False
+    sources: tuple[str, ...] = ()
+    remote_counts: int = 0
 
 
-class _Transcript:
-    """Incremental per-run view of the transcript last fitted."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Sent:
+    """The composition of the last fitted request, for the report that follows it."""
 
-    __slots__ = (
-        "anchor",
-        "cache",
-        "format",
-        "format_certain",
-        "index",
-        "prefix",
-        "seen",
-        "shapes",
-    )
+    run: Transcript
+    key: Hashable
+    head_stop: int
+    kept_from: int
+    end: int
+    base_raw: int
 
-    def __init__(self, fmt: Format, certain: bool) -> None:
-        self.format: Format = fmt
-        self.format_certain = certain
-        self.seen: list[object] = []
-        self.shapes: list[Shape] = []
-        self.prefix: list[int] = [0]
-        self.index = TurnIndex()
-        # id(message) -> (message, shape, raw tokens); the reference keeps the id valid.
-        self.cache: dict[int, tuple[object, Shape, int]] = {}
-        # Where the previous send's kept turns began (message index), for low-water pruning.
-        self.anchor: int | None = None
+
+@dataclass(slots=True, kw_only=True)
+class _Context:
+    """One fit's inputs."""
+
+    run: Transcript
+    seg: Segmentation
+    fixed: Fixed
+    budget: Budget
+    requested: int | None
+    system: object
+    local_fixed: int | None = None
+    base_key: Hashable | None = None
+
+    @property
+    def end(self) -> int:
+        return self.seg.length
+
+    def kept_from(self, dropped: int) -> int:
+        seg = self.seg
+        return seg.turn_starts[dropped] if dropped else seg.head_stop
+
+    @property
+    def newest(self) -> int:
+        seg = self.seg
+        return seg.turn_starts[-1] if seg.turn_starts else seg.length
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Count:
+    """The best count of one candidate request."""
+
+    tokens: int
+    measured: int
+    exact: bool
 
 
 class ContextWindowManager:
@@ -139,7 +202,13 @@ class ContextWindowManager:
         model_info: explicit limits; override the catalog's numbers.
         safety: tokens kept free below the window (seed 003's proactive 500).
         fallback_window: the window of an unknown model (ADR-107's conservative 8192).
-        counter: an exact :class:`~windowguard.TokenCounter` used instead of the heuristic.
+        counter: how to count what the ledger has not measured. None or ``"auto"``
+            (default): the family's exact local tokenizer when one is installed, and a
+            remote counter when :meth:`from_endpoint` or a ``ToolLoop`` finds one;
+            ``"heuristic"``: neither (the ledger and the heuristic only); a
+            :class:`~windowguard.TokenCounter`: that exact tokenizer, through the
+            family's chat template; a :class:`~windowguard.accounting.remote.RemoteCounter`:
+            that count endpoint (plus the local tokenizer, if any).
         strict: raise :class:`~windowguard.InvalidTranscriptError` on damaged input
             instead of passing it on unchanged.
         tokenizer: the tokenizer family, overriding the catalog's.
@@ -150,6 +219,7 @@ class ContextWindowManager:
             keeps that cut while requests fit, so the prompt prefix stays stable for the
             provider's cache; ``"minimal"`` drops just enough to fit each send.
         low_water: the fraction of the budget a low-water prune drops down to.
+        max_remote_counts: remote counts one send may ask for (0 disables them).
     """
 
     def __init__(
@@ -159,13 +229,14 @@ class ContextWindowManager:
         model_info: ModelInfo | None = None,
         safety: int = DEFAULT_SAFETY_BUFFER,
         fallback_window: int = DEFAULT_FALLBACK_WINDOW,
-        counter: TokenCounter | None = None,
+        counter: CounterArg = None,
         strict: bool = False,
         tokenizer: str | None = None,
         floor: int = DEFAULT_FLOOR,
         overrides: OverridesArg = None,
         pruning: PruningPolicy = "low_water",
         low_water: float = 0.7,
+        max_remote_counts: int = DEFAULT_MAX_REMOTE_COUNTS,
     ) -> None:
         if model is not None and not isinstance(model, str):
             raise ConfigurationError(f"model must be a model name string, got {model!r}")
@@ -179,6 +250,14 @@ class ContextWindowManager:
             raise ConfigurationError(f"pruning must be one of {POLICIES}, got {pruning!r}")
         if not isinstance(low_water, (int, float)) or not 0.1 <= low_water <= 1.0:
             raise ConfigurationError(f"low_water must lie in [0.1, 1.0], got {low_water!r}")
+        if (
+            not isinstance(max_remote_counts, int)
+            or isinstance(max_remote_counts, bool)
+            or max_remote_counts < 0
+        ):
+            raise ConfigurationError(
+                f"max_remote_counts must be a non-negative int, got {max_remote_counts!r}"
+            )
         self.pruning: PruningPolicy = pruning
         self.low_water = float(low_water)
         self.model = model
@@ -188,13 +267,91 @@ class ContextWindowManager:
         self.safety = safety
         self.floor = floor
         self.strict = strict
-        self.counter = counter
-        self.estimator = Estimator(self.model_info.tokenizer, counter=counter)
+        self.max_remote_counts = max_remote_counts
+        self.estimator = Estimator(self.model_info.tokenizer)
+        self.remote: RemoteCounter | None = None
+        self.local: TemplateAccounting | None = None
+        self._auto_remote = True
+        self._configure_counter(counter)
         self.calibration = Calibration()
-        self._run: _Transcript | None = None
-        self._system: tuple[object, tuple[Shape, ...], int] | None = None
-        self._tools: tuple[object, int, int] | None = None
-        self._last_raw: int | None = None
+        self._run: Transcript | None = None
+        self._parts = RequestParts(self.estimator)
+        self._sent: _Sent | None = None
+        self._pending: list[Event] = []
+        self._distrust = False
+
+    @classmethod
+    def from_endpoint(
+        cls,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        *,
+        timeout: float = 5.0,
+        **options: Any,
+    ) -> ContextWindowManager:
+        """A manager for ``model`` as served at ``base_url``: window, family and counter.
+
+        Discovery (:func:`windowguard.discover_model_info`) asks the server what window
+        it serves; :func:`windowguard.accounting.remote.discover_counter` finds its count
+        endpoint (vLLM/SGLang ``/tokenize``, llama.cpp, TGI, Anthropic, OpenAI, Gemini).
+        Either may find nothing: the catalog (or the fallback window) and the ledger
+        then do, and events say so.
+
+        Args:
+            base_url: the endpoint, with or without a trailing ``/v1``.
+            model: the model name as the server knows it.
+            api_key: sent to the discovery and count routes.
+            timeout: seconds for each discovery (window; count endpoint).
+            **options: any other :class:`ContextWindowManager` argument.
+
+        Raises:
+            ConfigurationError: a base URL that is not http(s), or a bad option.
+        """
+        from .accounting.remote import discover_counter
+        from .discovery import discover_model_info
+
+        info = options.pop("model_info", None)
+        if info is None:
+            discovered = discover_model_info(base_url, model, api_key=api_key, timeout=timeout)
+            info = resolve_model_info(
+                model,
+                discovered=discovered,
+                overrides=options.get("overrides"),
+                fallback_window=options.get("fallback_window", DEFAULT_FALLBACK_WINDOW),
+            )
+        manager = cls(model, model_info=info, **options)
+        if manager._auto_remote and manager.remote is None:
+            manager.remote = discover_counter(base_url, model, api_key=api_key, timeout=timeout)
+        return manager
+
+    def _configure_counter(self, counter: CounterArg) -> None:
+        family = self.model_info.tokenizer
+        if counter is None or counter == "auto":
+            self.local = local_accounting(family)
+            return
+        if counter == "heuristic":
+            self._auto_remote = False
+            return
+        if isinstance(counter, str):
+            raise ConfigurationError(
+                f"counter must be 'auto', 'heuristic', a TokenCounter or a RemoteCounter, "
+                f"got {counter!r}"
+            )
+        if callable(getattr(counter, "acount", None)) and isinstance(counter, RemoteCounter):
+            self.remote = counter
+            self._auto_remote = False
+            self.local = local_accounting(family)
+            return
+        if not callable(getattr(counter, "count", None)):
+            raise ConfigurationError(
+                "counter must have a count(text) -> int method (a TokenCounter) or be a "
+                f"RemoteCounter, got {type(counter).__name__}"
+            )
+        # An exact tokenizer of a family without a known template counts through OpenAI's
+        # accounting (per-message framing only).
+        template_family = family if family is not None and family in TEMPLATE_OF else "o200k"
+        self.local = TemplateAccounting(template_family, cast(TokenCounter, counter))
 
     # -- per-run state ---------------------------------------------------------------
 
@@ -203,31 +360,59 @@ class ContextWindowManager:
         """The window enforced (and measured by the gauge)."""
         return self.model_info.context_window
 
+    @property
+    def counter_name(self) -> str:
+        """What counts the unmeasured parts: remote, local and the heuristic's family."""
+        names = []
+        if self.remote is not None:
+            names.append(f"remote:{self.remote.name}")
+        if self.local is not None:
+            names.append(f"local:{self.local.family}")
+        names.append(f"heuristic:{self.estimator.tokenizer}")
+        return ", ".join(names)
+
+    def use_remote_counter(
+        self, counter: RemoteCounter | None, *, model: str | None = None
+    ) -> None:
+        """Give the manager the serving endpoint's count API (a ``ToolLoop`` does this
+        with what its provider discovered); ignored when ``counter=`` chose otherwise.
+
+        Args:
+            counter: the count API, or None.
+            model: the model name to count for, when the manager was built without one.
+        """
+        if self._auto_remote and self.remote is None:
+            self.remote = counter
+        if self.model is None and model:
+            self.model = model
+
     def reset(self) -> None:
-        """Start a new run: forget calibration and cached estimates."""
+        """Start a new run: forget calibration, the ledger and cached estimates."""
         self.calibration.reset()
         self._run = None
-        self._system = None
-        self._tools = None
-        self._last_raw = None
+        self._parts = RequestParts(self.estimator)
+        self._sent = None
+        self._distrust = False
 
     def copy(self) -> ContextWindowManager:
         """A manager with the same configuration and fresh per-run state."""
         clone = _copy.copy(self)
         clone.calibration = Calibration()
         clone._run = None
-        clone._system = None
-        clone._tools = None
-        clone._last_raw = None
+        clone._parts = RequestParts(self.estimator)
+        clone._sent = None
+        clone._pending = []
+        clone._distrust = False
         return clone
 
     def observe_usage(self, last_usage: object) -> None:
-        """Grow the calibration from the prompt tokens reported for the last request."""
+        """Attribute the prompt tokens reported for the last fitted request (the ledger),
+        and grow the calibration from what they newly measured."""
         if last_usage is NO_USAGE:
             return
         reported = prompt_tokens_from_usage(last_usage)
-        if reported is not None and self._last_raw:
-            self.calibration.observe(reported, self._last_raw)
+        if reported is not None:
+            self._learn_sent(reported, "usage")
 
     def observe_overflow(
         self, prompt_tokens: int | None = None, context_window: int | None = None
@@ -236,12 +421,16 @@ class ContextWindowManager:
 
         Args:
             prompt_tokens: the prompt size the provider stated, when exact (never a
-                lower bound): the calibration grows to match it.
+                lower bound): the ledger attributes it like a usage report.
             context_window: the window the provider stated; adopted when smaller than
                 the one in use (the provider knows what it serves).
+
+        The next fit treats its decision as near the edge: it asks the remote counter,
+        when there is one, before sending again.
         """
-        if prompt_tokens is not None and self._last_raw:
-            self.calibration.observe(prompt_tokens, self._last_raw)
+        if prompt_tokens is not None:
+            self._learn_sent(prompt_tokens, "overflow error")
+        self._distrust = True
         info = self.model_info
         if context_window is not None and 0 < context_window < info.context_window:
             self.model_info = replace(
@@ -268,14 +457,18 @@ class ContextWindowManager:
     ) -> Fit:
         """Fit one request into the window.
 
+        A remote count, when the manager has a counter and the decision is near the
+        edge, is made here synchronously (bounded by the counter's timeout). The async
+        tool loop drives :meth:`fit_steps` instead, so it never blocks its event loop.
+
         Args:
             messages: the full transcript (dicts or SDK objects) in its wire format.
             tools: the request's tool schemas (wire-format dicts); None for a plain
                 completion, so no schema tokens are counted.
             max_tokens: the reply budget the caller wants; None lets the manager pick
                 the largest that fits (capped by the model's output cap).
-            last_usage: None on a run's first send (resets calibration); afterwards the
-                provider-reported usage of the previous request, or ``NO_USAGE``.
+            last_usage: None on a run's first send (resets the run's state); afterwards
+                the provider-reported usage of the previous request, or ``NO_USAGE``.
             system: Anthropic's separate system argument.
             format: ``"openai_chat"``, ``"anthropic"`` or ``"responses"``; detected
                 when None.
@@ -291,15 +484,58 @@ class ContextWindowManager:
                 not a transcript at all.
             ConfigurationError: an unusable ``max_tokens`` or ``safety``.
         """
+        steps = self.fit_steps(
+            messages,
+            tools=tools,
+            max_tokens=max_tokens,
+            last_usage=last_usage,
+            system=system,
+            format=format,
+            safety=safety,
+        )
+        try:
+            query = next(steps)
+            while True:
+                query = steps.send(self._count_now(query))
+        except StopIteration as done:
+            result: Fit = done.value
+            return result
+
+    def _count_now(self, query: CountQuery) -> RemoteAnswer:
+        remote = self.remote
+        if remote is None:
+            return RemoteCountError("no remote counter")
+        try:
+            return int(remote.count(query))
+        except Exception as exc:  # a counter must never break a send: fall back
+            return exc
+
+    def fit_steps(
+        self,
+        messages: Sequence[object],
+        *,
+        tools: Sequence[object] | None = None,
+        max_tokens: int | None = None,
+        last_usage: object = None,
+        system: object = None,
+        format: str | None = None,
+        safety: int | None = None,
+    ) -> Generator[CountQuery, RemoteAnswer, Fit]:
+        """:meth:`fit` as a sans-I/O generator: it yields a :class:`CountQuery` when it
+        wants the remote counter's count, is sent the count (or the exception the count
+        raised), and returns the :class:`Fit`. Arguments and errors as for :meth:`fit`.
+        """
         check_messages(messages)
         explicit = check_format(format)
         if last_usage is None:
             self.reset()
         else:
             self.observe_usage(last_usage)
-        run = self._update(messages, explicit, system)
+        events: list[Event] = self._pending
+        self._pending = []
+        run = self._run = update_transcript(self._run, messages, explicit, system, self.estimator)
         seg = run.index.segmentation()
-        fixed = self._fixed_tokens(run.format, system, tools)
+        fixed = self._parts.fixed(run.format, system, tools)
         budget = compute_budget(
             context_window=self.model_info.context_window,
             max_tokens=max_tokens,
@@ -307,57 +543,322 @@ class ContextWindowManager:
             max_input_tokens=self.model_info.max_input_tokens,
             safety=self.safety if safety is None else safety,
         )
-        factor = self.calibration.factor
+        ctx = _Context(
+            run=run, seg=seg, fixed=fixed, budget=budget, requested=max_tokens, system=system
+        )
         if seg.problems:
             if self.strict:
                 first = seg.problems[0]
                 raise InvalidTranscriptError(first.problem, index=first.index)
-            return self._deferred(messages, run, seg.problems, fixed, budget, max_tokens)
-        dropped = choose_drop(
-            prefix=run.prefix,
-            head_stop=seg.head_stop,
-            turn_starts=seg.turn_starts,
-            fixed_tokens=fixed,
-            factor=factor,
-            budget=budget.input_tokens,
+            return self._deferred(messages, ctx, seg.problems, events)
+        calls = 0
+        distrust, self._distrust = self._distrust, False
+        dropped = self._choose(ctx)
+        if self._near_edge(ctx, dropped) or distrust:
+            if self.local is not None:
+                self._count_locally(ctx, dropped)
+                dropped = self._choose(ctx)
+            while calls < self.max_remote_counts and self.remote is not None:
+                candidate = self._candidate(ctx, dropped)
+                if candidate is None:
+                    break
+                answer = yield self._query(ctx, candidate, messages, system)
+                calls += 1
+                if not self._counted(ctx, candidate, answer, events, "confirm"):
+                    break
+                dropped = self._choose(ctx)
+                if not self._near_edge(ctx, dropped):
+                    break
+        if dropped is None:
+            minimal = len(seg.turn_starts) - 1 if seg.turn_starts else 0
+            count = self._count(ctx, ctx.kept_from(minimal))
+            if not count.exact and self.remote is not None and calls < self.max_remote_counts:
+                answer = yield self._query(ctx, ctx.kept_from(minimal), messages, system)
+                calls += 1
+                if self._counted(ctx, ctx.kept_from(minimal), answer, events, "refusal check"):
+                    dropped = self._choose(ctx)
+                    count = self._count(ctx, ctx.kept_from(minimal))
+            if dropped is None:
+                self._refuse_or_keep(ctx, count)
+                dropped = minimal
+        return self._fitted(messages, ctx, dropped, events, calls)
+
+    # -- decisions -------------------------------------------------------------------
+
+    def _choose(self, ctx: _Context) -> int | None:
+        turn_starts = ctx.seg.turn_starts
+        return choose_drop(
+            cost=self._cost_function(ctx),
+            turn_starts=turn_starts,
+            budget=ctx.budget.input_tokens,
             policy=self.pruning,
             low_water=self.low_water,
-            anchor=run.anchor,
+            anchor=ctx.run.anchor,
         )
+
+    def _near_edge(self, ctx: _Context, dropped: int | None) -> bool:
+        """Whether the send would prune anew, shrink ``max_tokens`` or refuse."""
         if dropped is None:
-            newest = seg.turn_starts[-1] if seg.turn_starts else seg.length
-            floor_raw = fixed + run.prefix[seg.head_stop] + run.prefix[-1] - run.prefix[newest]
-            raise ContextTruncatedError(
-                estimated_tokens=calibrated(floor_raw, factor),
-                budget=budget.input_tokens,
-                context_window=budget.context_window,
+            return True
+        if dropped and ctx.kept_from(dropped) != ctx.run.anchor:
+            return True
+        requested = ctx.requested
+        if requested is None:
+            return False
+        reply = min(requested, self.model_info.max_output_tokens or requested)
+        tokens = self._count(ctx, ctx.kept_from(dropped)).tokens
+        return tokens + reply + ctx.budget.safety > ctx.budget.context_window
+
+    def _candidate(self, ctx: _Context, dropped: int | None) -> int | None:
+        """Where the request to count remotely keeps turns from, or None (all exact).
+
+        The least-pruned request the policy could keep (the previous cut, else every
+        turn), unless its estimate is past twice the budget: then the fewest drops that
+        bring the estimate there, so a huge transcript is never sent to be counted.
+        """
+        anchor = ctx.run.anchor
+        starts = ctx.seg.turn_starts
+        least = 0
+        if anchor is not None:
+            position = bisect_left(starts, anchor)
+            if position < len(starts) and starts[position] == anchor:
+                least = position
+        if dropped is not None:
+            least = min(least, dropped)
+        cost = self._cost_function(ctx)
+        if cost(least) > 2 * ctx.budget.input_tokens:
+            found = turns_to_drop(
+                cost=lambda d: cost(least + d),
+                turns=len(starts) - least,
+                budget=2 * ctx.budget.input_tokens,
             )
-        previous_cut, run.anchor = run.anchor, (seg.turn_starts[dropped] if dropped else None)
-        events: list[Event] = []
-        total_before = fixed + run.prefix[-1]
+            least = len(starts) - 1 if found is None else least + found
+        kept_from = ctx.kept_from(max(least, 0))
+        if self._count(ctx, kept_from).exact:
+            if dropped is None or self._count(ctx, ctx.kept_from(dropped)).exact:
+                return None
+            return ctx.kept_from(dropped)
+        return kept_from
+
+    def _refuse_or_keep(self, ctx: _Context, count: _Count) -> None:
+        """Head + newest turn exceed the budget: refuse, unless the best count says they
+        fit the window with the smallest reply (ADR-107's rule when nothing is exact)."""
+        budget = ctx.budget
+        window = budget.context_window
+        if count.exact:
+            refuse = count.tokens + self.floor > window
+        elif self._has_exact_source(ctx):
+            refuse = count.tokens + self.floor + budget.safety > window
+        else:
+            refuse = count.tokens > budget.input_tokens
+        if refuse:
+            raise ContextTruncatedError(
+                estimated_tokens=count.tokens,
+                budget=budget.input_tokens,
+                context_window=window,
+                exact=count.exact,
+                source=self._source_of(count),
+                floor=self.floor,
+            )
+
+    def _has_exact_source(self, ctx: _Context) -> bool:
+        return self.local is not None or bool(ctx.run.ledger.bases)
+
+    def _source_of(self, count: _Count) -> str:
+        if count.exact:
+            return "ledger" if self.remote is None else f"ledger / remote:{self.remote.name}"
+        return self.counter_name
+
+    # -- counting --------------------------------------------------------------------
+
+    def _fixed_raw(self, ctx: _Context) -> int:
+        return ctx.fixed.raw if ctx.local_fixed is None else ctx.local_fixed
+
+    def _key(self, ctx: _Context) -> Hashable:
+        if ctx.base_key is None:
+            entries = ctx.run.ledger.entries
+            head = tuple(id(entries[i]) for i in range(ctx.seg.head_stop))
+            ctx.base_key = (ctx.fixed.key, head)
+        return ctx.base_key
+
+    def _cost_function(self, ctx: _Context) -> Callable[[int], int]:
+        """``cost(dropped)``: the best count after dropping that many oldest turns."""
+        ledger = ctx.run.ledger
+        measured, est, _ = ledger.prefixes()
+        factor = self.calibration.factor
+        base_tokens, base_raw = ledger.base_part(
+            self._key(ctx), ctx.seg.head_stop, self._fixed_raw(ctx), factor
+        )
+        starts, head_stop, end = ctx.seg.turn_starts, ctx.seg.head_stop, ctx.end
+        m_end, e_end = base_tokens + measured[end], base_raw + est[end]
+
+        def cost(dropped: int) -> int:
+            kept_from = starts[dropped] if dropped else head_stop
+            return m_end - measured[kept_from] + math.ceil((e_end - est[kept_from]) * factor)
+
+        return cost
+
+    def _count(self, ctx: _Context, kept_from: int) -> _Count:
+        found = ctx.run.ledger.count(
+            key=self._key(ctx),
+            head_stop=ctx.seg.head_stop,
+            kept_from=kept_from,
+            end=ctx.end,
+            fixed_raw=self._fixed_raw(ctx),
+            factor=self.calibration.factor,
+        )
+        tokens = found.measured + math.ceil(found.raw * self.calibration.factor)
+        return _Count(tokens=tokens, measured=found.measured, exact=found.exact)
+
+    def _count_locally(self, ctx: _Context, dropped: int | None) -> None:
+        """Count what nothing measured with the local exact tokenizer, newest first,
+        until the count passes the budget (older turns cannot be kept anyway)."""
+        local = self.local
+        assert local is not None
+        ledger = ctx.run.ledger
+        entries = ledger.entries
+        budget = ctx.budget.input_tokens
+        first_changed = len(entries)
+        try:
+            ctx.local_fixed = local.fixed_tokens(ctx.fixed.tools) + ctx.fixed.system_raw
+            if entries and entries[-1].shape.kind == "assistant":
+                ctx.local_fixed += local.final_assistant_tokens
+            total = 0
+            for index in range(len(entries) - 1, -1, -1):
+                entry = entries[index]
+                if entry.measured is None and entry.local is None:
+                    entry.local = local.message_tokens(entry.shape)
+                    first_changed = index
+                total += entry.measured if entry.measured is not None else entry.estimate
+                if index < ctx.seg.head_stop:
+                    continue
+                if total > budget and index <= ctx.newest:
+                    # Keep going only through the head (always sent).
+                    for head_index in range(ctx.seg.head_stop):
+                        head = entries[head_index]
+                        if head.local is None and head.measured is None:
+                            head.local = local.message_tokens(head.shape)
+                            first_changed = min(first_changed, head_index)
+                    break
+        except Exception as exc:  # a broken tokenizer falls back to the heuristic
+            logger.warning("local exact counting failed (%s); using the heuristic", exc)
+            self.local = None
+            ctx.local_fixed = None
+        del dropped
+        ledger.changed(first_changed)
+
+    def _query(
+        self, ctx: _Context, kept_from: int, messages: Sequence[object], system: object
+    ) -> CountQuery:
+        head_stop = ctx.seg.head_stop
+        kept = [*messages[:head_stop], *messages[kept_from : ctx.end]]
+        return CountQuery(
+            format=ctx.run.format,
+            model=self.model or "",
+            messages=tuple(kept),
+            system=system,
+            tools=ctx.fixed.tools,
+        )
+
+    def _counted(
+        self, ctx: _Context, kept_from: int, answer: RemoteAnswer, events: list[Event], why: str
+    ) -> bool:
+        """Feed a remote count to the ledger (True), or note its failure (False)."""
+        name = self.remote.name if self.remote is not None else "remote"
+        if isinstance(answer, (BaseException, bool)) or answer < 0:
+            error = str(answer) if isinstance(answer, BaseException) else f"bad count {answer!r}"
+            fallback = self.counter_name
+            events.append(RemoteCountFailed(counter=name, error=error, fallback=fallback))
+            logger.warning("remote count by %s failed (%s); using %s", name, error, fallback)
+            return False
+        kept = ctx.seg.head_stop + ctx.end - kept_from
+        events.append(RemoteCounted(counter=name, tokens=answer, messages=kept, purpose=why))
+        sent = self._composition(ctx, kept_from)
+        self._learn(sent, answer, f"remote:{name}", events)
+        return True
+
+    def _composition(self, ctx: _Context, kept_from: int) -> _Sent:
+        _, est, _ = ctx.run.ledger.prefixes()
+        return _Sent(
+            run=ctx.run,
+            key=self._key(ctx),
+            head_stop=ctx.seg.head_stop,
+            kept_from=kept_from,
+            end=ctx.end,
+            base_raw=self._fixed_raw(ctx) + est[ctx.seg.head_stop],
+        )
+
+    def _learn_sent(self, total: int, origin: str) -> None:
+        sent = self._sent
+        if sent is None or sent.run is not self._run:
+            return
+        self._learn(sent, total, origin, self._pending)
+
+    def _learn(self, sent: _Sent, total: int, origin: str, events: list[Event]) -> None:
+        observation: Observation = sent.run.ledger.observe(
+            total=total,
+            key=sent.key,
+            head_stop=sent.head_stop,
+            kept_from=sent.kept_from,
+            end=sent.end,
+            base_estimate_raw=sent.base_raw,
+            factor=self.calibration.factor,
+            rewrites_history=self.estimator.tokenizer in REWRITES_HISTORY,
+        )
+        if observation.estimate_raw > 0 and observation.measured > 0:
+            self.calibration.observe(observation.measured, observation.estimate_raw)
+        events.append(
+            UsageMeasured(
+                origin=origin,
+                total_tokens=observation.total,
+                known_tokens=observation.known,
+                measured_tokens=observation.measured,
+                estimated_tokens=observation.estimate_raw,
+                messages=observation.messages,
+                with_base=observation.with_base,
+                drift=observation.drift,
+            )
+        )
+
+    # -- results ---------------------------------------------------------------------
+
+    def _fitted(
+        self,
+        messages: Sequence[object],
+        ctx: _Context,
+        dropped: int,
+        events: list[Event],
+        calls: int,
+    ) -> Fit:
+        run, seg = ctx.run, ctx.seg
+        previous_cut = run.anchor
+        kept_from = ctx.kept_from(dropped)
+        run.anchor = kept_from if dropped else None
+        count = self._count(ctx, kept_from)
         if dropped:
-            cut_from, cut_to = seg.head_stop, seg.turn_starts[dropped]
+            cut_from, cut_to = seg.head_stop, kept_from
             kept = list(messages[:cut_from])
             kept.extend(messages[cut_to:])
-            raw = total_before - (run.prefix[cut_to] - run.prefix[cut_from])
             new_cut = cut_to != previous_cut
             if new_cut:
                 # The post-fit pairing guard: re-segment what will be sent. Whole turns
                 # cannot orphan anything, so this only ever catches a bug of ours; it runs
                 # when the cut moves (a kept cut only gains turns already validated).
-                guard = segment(run.shapes[:cut_from] + run.shapes[cut_to:])
+                entries = run.ledger.entries
+                shapes = [e.shape for e in entries[:cut_from]] + [e.shape for e in entries[cut_to:]]
+                guard = segment(shapes)
                 if guard.problems:
                     run.anchor = None
-                    return self._deferred(messages, run, guard.problems, fixed, budget, max_tokens)
-            estimated = calibrated(raw, factor)
+                    return self._deferred(messages, ctx, guard.problems, events)
+            before = self._cost_function(ctx)(0)
             events.append(
                 TranscriptPruned(
                     dropped_turns=dropped,
                     dropped_messages=cut_to - cut_from,
                     kept_messages=len(kept),
-                    tokens_before=calibrated(total_before, factor),
-                    tokens_after=estimated,
-                    budget=budget.input_tokens,
+                    tokens_before=before,
+                    tokens_after=count.tokens,
+                    budget=ctx.budget.input_tokens,
                     new_cut=new_cut,
                 )
             )
@@ -366,78 +867,57 @@ class ContextWindowManager:
                     "pruned %d oldest turns (%d messages): ~%d -> ~%d tokens, budget %d",
                     dropped,
                     cut_to - cut_from,
-                    calibrated(total_before, factor),
-                    estimated,
-                    budget.input_tokens,
+                    before,
+                    count.tokens,
+                    ctx.budget.input_tokens,
                 )
         else:
-            kept, raw = list(messages), total_before
-            estimated = calibrated(raw, factor)
-        self._last_raw = raw
-        return self._result(
-            kept,
-            run.format,
-            estimated,
-            budget,
-            dropped,
-            len(messages) - len(kept),
-            max_tokens,
-            (),
-            events,
-        )
+            kept = list(messages)
+        self._sent = self._composition(ctx, kept_from)
+        return self._result(kept, ctx, count, dropped, len(messages) - len(kept), (), events, calls)
 
     def _deferred(
         self,
         messages: Sequence[object],
-        run: _Transcript,
+        ctx: _Context,
         problems: tuple[Problem, ...],
-        fixed: int,
-        budget: Budget,
-        max_tokens: int | None,
+        events: list[Event],
     ) -> Fit:
-        raw = fixed + run.prefix[-1]
-        self._last_raw = raw
+        count = self._count(ctx, ctx.seg.head_stop)
+        self._sent = self._composition(ctx, ctx.seg.head_stop)
         described = tuple(str(p) for p in problems)
         logger.warning(
             "transcript is damaged (%s); sending it unchanged for the provider to judge",
             "; ".join(described[:3]),
         )
-        event = TranscriptDeferred(reason="damaged input: not pruned", problems=described)
-        return self._result(
-            list(messages),
-            run.format,
-            calibrated(raw, self.calibration.factor),
-            budget,
-            0,
-            0,
-            max_tokens,
-            problems,
-            [event],
-        )
+        events.append(TranscriptDeferred(reason="damaged input: not pruned", problems=described))
+        return self._result(list(messages), ctx, count, 0, 0, problems, events, 0)
 
     def _result(
         self,
         kept: list[object],
-        fmt: Format,
-        estimated: int,
-        budget: Budget,
+        ctx: _Context,
+        count: _Count,
         dropped_turns: int,
         dropped_messages: int,
-        max_tokens: int | None,
         problems: tuple[Problem, ...],
         events: list[Event],
+        calls: int,
     ) -> Fit:
+        budget = ctx.budget
         window = budget.context_window
+        estimated = count.tokens
         shrink = fit_max_tokens(
             estimated_input_tokens=estimated,
             context_window=window,
-            requested=max_tokens,
-            safety_buffer=budget.safety,
+            requested=ctx.requested,
+            safety_buffer=0 if count.exact else budget.safety,
             floor=self.floor,
             max_output_tokens=self.model_info.max_output_tokens,
         )
         if isinstance(shrink.event, (MaxTokensShrunk, ContextEmergencyShrink)):
             events.append(shrink.event)
+        sources = self._sources(count)
         estimate = ContextEstimate(
             estimated_tokens=estimated,
             window=window,
@@ -445,6 +925,9 @@ class ContextWindowManager:
             pressure=estimated / window,
             calibration=self.calibration.factor,
             source=self.model_info.source,
+            measured_tokens=count.measured,
+            exact=count.exact,
+            sources=sources,
         )
         return Fit(
             messages=kept,
@@ -457,95 +940,21 @@ class ContextWindowManager:
             max_tokens=shrink.max_tokens,
             deferred=bool(problems),
             problems=problems,
-            format=fmt,
+            format=ctx.run.format,
             events=(estimate, *events),
+            measured_tokens=count.measured,
+            exact=count.exact,
+            sources=sources,
+            remote_counts=calls,
         )
 
-    # -- incremental bookkeeping -----------------------------------------------------
-
-    def _update(
-        self, messages: Sequence[object], explicit: Format | None, system: object
-    ) -> _Transcript:
-        run = self._run
-        if run is not None and explicit is not None and explicit != run.format:
-            run = None
-        if (
-            run is not None
-            and len(run.seen) <= len(messages)
-            and all(map(operator.is_, run.seen, messages))
-        ):
-            new = messages[len(run.seen) :]
-            if not run.format_certain and explicit is None:
-                found = format_evidence(new, system=system)
-                if found is not None and found != run.format:
-                    run = self._rebuild(messages, found, True, None)
-                    return run
-                run.format_certain = found is not None
-            self._append(run, new)
-            return run
-        if explicit is not None:
-            return self._rebuild(messages, explicit, True, run)
-        found = format_evidence(messages, system=system)
-        return self._rebuild(messages, found or "openai_chat", found is not None, run)
-
-    def _rebuild(
-        self, messages: Sequence[object], fmt: Format, certain: bool, old: _Transcript | None
-    ) -> _Transcript:
-        run = _Transcript(fmt, certain)
-        if old is not None and old.format == fmt:
-            live = {id(m) for m in messages}
-            run.cache = {k: v for k, v in old.cache.items() if k in live}
-        self._run = run
-        self._append(run, messages)
-        return run
-
-    def _append(self, run: _Transcript, new: Sequence[object]) -> None:
-        shape_of = shaper(run.format)
-        estimate = self.estimator.message_tokens
-        cache = run.cache
-        total = run.prefix[-1]
-        added: list[Shape] = []
-        add_shape, add_total = added.append, run.prefix.append
-        for message in new:
-            key = id(message)
-            hit = cache.get(key)
-            if hit is not None and hit[0] is message:
-                shape, tokens = hit[1], hit[2]
-            else:
-                shape = shape_of(message)
-                tokens = estimate(shape)
-                cache[key] = (message, shape, tokens)
-            add_shape(shape)
-            total += tokens
-            add_total(total)
-        run.seen.extend(new)
-        run.shapes.extend(added)
-        run.index.extend(added)
-
-    def _fixed_tokens(self, fmt: Format, system: object, tools: Sequence[object] | None) -> int:
-        fixed = self.estimator.request_tokens
-        if system is not None:
-            if fmt != "anthropic":
-                raise InvalidTranscriptError(
-                    f"a separate system argument is only used by the Anthropic format, not {fmt}"
-                )
-            cached = self._system
-            if cached is None or cached[0] is not system:
-                shapes = shape_system(system)
-                cached = (system, shapes, sum(self.estimator.message_tokens(s) for s in shapes))
-                self._system = cached
-            fixed += cached[2]
-        if tools:
-            tools_cached = self._tools
-            if (
-                tools_cached is None
-                or tools_cached[0] is not tools
-                or tools_cached[1] != len(tools)
-            ):
-                tools_cached = (tools, len(tools), self.estimator.tools_tokens(tools))
-                self._tools = tools_cached
-            fixed += tools_cached[2]
-        return fixed
+    def _sources(self, count: _Count) -> tuple[str, ...]:
+        sources = []
+        if count.measured:
+            sources.append("ledger")
+        if not count.exact:
+            sources.extend(self.counter_name.split(", "))
+        return tuple(sources)
 
 
 def _at_most(value: int | None, limit: int) -> int | None:

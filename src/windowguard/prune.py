@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 __all__ = ["POLICIES", "PruningPolicy", "calibrated", "choose_drop", "turns_to_drop"]
@@ -36,52 +36,36 @@ __all__ = ["POLICIES", "PruningPolicy", "calibrated", "choose_drop", "turns_to_d
 PruningPolicy = Literal["minimal", "low_water"]
 POLICIES: tuple[PruningPolicy, ...] = ("minimal", "low_water")
 
+Cost = Callable[[int], int]
+"""``cost(dropped)``: the best count of the request after dropping that many oldest
+turns; never rises as ``dropped`` grows."""
+
 
 def calibrated(raw_tokens: int, factor: float) -> int:
     """A raw estimate scaled by the calibration factor, rounded up."""
     return math.ceil(raw_tokens * factor)
 
 
-def turns_to_drop(
-    *,
-    prefix: Sequence[int],
-    head_stop: int,
-    turn_starts: Sequence[int],
-    fixed_tokens: int,
-    factor: float,
-    budget: int,
-) -> int | None:
+def turns_to_drop(*, cost: Cost, turns: int, budget: int) -> int | None:
     """The fewest oldest turns to drop so the request fits ``budget``.
 
     Args:
-        prefix: ``prefix[i]`` is the raw estimate of messages ``[:i]``; its length is
-            the number of messages plus one.
-        head_stop: messages ``[:head_stop]`` are the head.
-        turn_starts: the first message of each turn, ascending.
-        fixed_tokens: raw tokens sent whatever is dropped (system argument, tool
-            schemas, per-request framing).
-        factor: the calibration factor.
+        cost: the request's count after dropping ``n`` oldest turns (non-increasing).
+        turns: how many turns the transcript has (the newest is never dropped).
         budget: the input budget.
 
     Returns:
         How many oldest turns to drop (0 when everything fits), or None when even the
         head plus the newest turn does not fit.
     """
-    total = prefix[-1]
-    head = prefix[head_stop]
-
-    def fits(dropped: int) -> bool:
-        kept = total - (prefix[turn_starts[dropped]] - head) if dropped else total
-        return calibrated(fixed_tokens + kept, factor) <= budget
-
-    if fits(0):
+    if cost(0) <= budget:
         return 0
-    if len(turn_starts) < 2 or not fits(len(turn_starts) - 1):
+    if turns < 2 or cost(turns - 1) > budget:
         return None
-    low, high = 1, len(turn_starts) - 1  # fits(high) holds, fits(low - 1) does not
+    low, high = 1, turns - 1  # cost(high) fits, cost(low - 1) does not
     while low < high:
         middle = (low + high) // 2
-        if fits(middle):
+        if cost(middle) <= budget:
             high = middle
         else:
             low = middle + 1
@@ -90,11 +74,8 @@ def turns_to_drop(
 
 def choose_drop(
     *,
-    prefix: Sequence[int],
-    head_stop: int,
+    cost: Cost,
     turn_starts: Sequence[int],
-    fixed_tokens: int,
-    factor: float,
     budget: int,
     policy: PruningPolicy = "low_water",
     low_water: float = 0.7,
@@ -103,8 +84,9 @@ def choose_drop(
     """How many oldest turns to drop under ``policy``.
 
     Args:
-        prefix, head_stop, turn_starts, fixed_tokens, factor, budget: as for
-            :func:`turns_to_drop`.
+        cost: as for :func:`turns_to_drop`.
+        turn_starts: the first message of each turn, ascending.
+        budget: the input budget.
         policy: ``"minimal"`` or ``"low_water"``.
         low_water: the fraction of the budget a ``low_water`` prune drops down to.
         anchor: the message index where the previous send's kept turns began; a
@@ -113,28 +95,13 @@ def choose_drop(
     Returns:
         The number of oldest turns to drop, or None when head + newest turn cannot fit.
     """
-
-    def drop_for(target: int) -> int | None:
-        return turns_to_drop(
-            prefix=prefix,
-            head_stop=head_stop,
-            turn_starts=turn_starts,
-            fixed_tokens=fixed_tokens,
-            factor=factor,
-            budget=target,
-        )
-
-    minimal = drop_for(budget)
+    turns = len(turn_starts)
+    minimal = turns_to_drop(cost=cost, turns=turns, budget=budget)
     if policy == "minimal" or not minimal:
         return minimal
     if anchor is not None:
         kept_from = bisect_left(turn_starts, anchor)
-        if (
-            kept_from < len(turn_starts)
-            and turn_starts[kept_from] == anchor
-            and kept_from >= minimal
-        ):
+        if kept_from < turns and turn_starts[kept_from] == anchor and kept_from >= minimal:
             return kept_from
-    target = math.floor(budget * low_water)
-    lower = drop_for(target)
+    lower = turns_to_drop(cost=cost, turns=turns, budget=math.floor(budget * low_water))
     return minimal if lower is None else max(lower, minimal)

@@ -44,9 +44,10 @@ class Segment:
 
     content_class: ContentClass
     text: str
-    name_length: int = 0
+    name_length: int | None = None
     """For a tool call's segment (``name`` followed by its arguments): the length of
-    the name, so exact accounting can render the call the way a chat template does."""
+    the name, so exact accounting can render the call the way a chat template does;
+    None for any other segment."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,0 +1,206 @@
+"""The manager's incremental view of one run's transcript, and a request's fixed parts.
+
+:class:`Transcript` keeps, per message, an :class:`~windowguard.accounting.ledger.Entry`
+(shape, heuristic estimate, and what the ledger or a local tokenizer counted), the
+incremental segmentation and the ledger. When a send's transcript extends the previous
+one (the same objects, in order), only the new messages are shaped and estimated;
+otherwise it is rebuilt from the per-message cache, so messages that are still there
+keep everything counted about them.
+
+:class:`RequestParts` sizes what a request holds besides its messages — the framing,
+Anthropic's separate system argument and the tool schemas — and names them by content,
+so the ledger keeps one measured *base* per distinct system and tool set.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import operator
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+
+from .accounting.ledger import Entry, Ledger
+from .adapters import format_evidence, shaper
+from .adapters.anthropic import shape_system
+from .estimate import Estimator
+from .exceptions import InvalidTranscriptError
+from .shapes import Format
+from .turns import TurnIndex
+
+__all__ = ["Fixed", "RequestParts", "Transcript", "update_transcript"]
+
+
+class Transcript:
+    """Incremental per-run view of the transcript last fitted."""
+
+    __slots__ = ("anchor", "cache", "format", "format_certain", "index", "ledger", "seen")
+
+    def __init__(self, fmt: Format, certain: bool) -> None:
+        self.format: Format = fmt
+        self.format_certain = certain
+        self.seen: list[object] = []
+        self.index = TurnIndex()
+        self.ledger = Ledger()
+        # id(message) -> its entry; the entry keeps the message, so the id stays valid.
+        self.cache: dict[int, Entry] = {}
+        # Where the previous send's kept turns began (message index), for low-water pruning.
+        self.anchor: int | None = None
+
+    def append(self, new: Sequence[object], estimator: Estimator) -> None:
+        """Shape, estimate and segment messages appended to the transcript."""
+        entries = self._entries(new, estimator)
+        self.ledger.append(entries)
+        self.seen.extend(new)
+        self.index.extend(e.shape for e in entries)
+
+    def _entries(self, new: Sequence[object], estimator: Estimator) -> list[Entry]:
+        shape_of = shaper(self.format)
+        estimate = estimator.message_tokens
+        cache = self.cache
+        entries: list[Entry] = []
+        add = entries.append
+        for message in new:
+            key = id(message)
+            entry = cache.get(key)
+            if entry is None or entry.message is not message:
+                shape = shape_of(message)
+                entry = cache[key] = Entry(message, shape, estimate(shape))
+            add(entry)
+        return entries
+
+
+def update_transcript(
+    run: Transcript | None,
+    messages: Sequence[object],
+    explicit: Format | None,
+    system: object,
+    estimator: Estimator,
+) -> Transcript:
+    """The view of ``messages``: ``run`` extended when it is a prefix, else rebuilt.
+
+    Args:
+        run: the view of the previous send, if any.
+        messages: this send's full transcript.
+        explicit: the format the caller named, if any.
+        system: Anthropic's separate system argument (format evidence).
+        estimator: the heuristic that sizes new messages.
+    """
+    if run is not None and explicit is not None and explicit != run.format:
+        run = None
+    if (
+        run is not None
+        and len(run.seen) <= len(messages)
+        and all(map(operator.is_, run.seen, messages))
+    ):
+        new = messages[len(run.seen) :]
+        if not run.format_certain and explicit is None:
+            found = format_evidence(new, system=system)
+            if found is not None and found != run.format:
+                return _rebuild(messages, found, True, None, estimator)
+            run.format_certain = found is not None
+        run.append(new, estimator)
+        return run
+    if explicit is not None:
+        return _rebuild(messages, explicit, True, run, estimator)
+    found = format_evidence(messages, system=system)
+    return _rebuild(messages, found or "openai_chat", found is not None, run, estimator)
+
+
+def _rebuild(
+    messages: Sequence[object],
+    fmt: Format,
+    certain: bool,
+    old: Transcript | None,
+    estimator: Estimator,
+) -> Transcript:
+    run = Transcript(fmt, certain)
+    bases = {}
+    if old is not None and old.format == fmt:
+        live = {id(m) for m in messages}
+        run.cache = {k: v for k, v in old.cache.items() if k in live}
+        bases = old.ledger.bases
+    entries = run._entries(messages, estimator)
+    run.ledger.adopt(entries, bases)
+    run.seen.extend(messages)
+    run.index.extend(e.shape for e in entries)
+    return run
+
+
+@dataclass(frozen=True, slots=True)
+class Fixed:
+    """What a request holds besides its messages: framing, system argument, tools.
+
+    Attributes:
+        key: names the system argument and tools by content (with the format).
+        raw: the heuristic's estimate of them, framing included.
+        system_raw: the heuristic's estimate of the system argument alone.
+        tools: the tool schemas, as given.
+    """
+
+    key: Hashable
+    raw: int
+    system_raw: int
+    tools: tuple[object, ...]
+
+
+class RequestParts:
+    """Sizes and names a request's system argument and tools, cached by identity."""
+
+    __slots__ = ("_estimator", "_system", "_tools")
+
+    def __init__(self, estimator: Estimator) -> None:
+        self._estimator = estimator
+        self._system: tuple[object, int, str] | None = None
+        self._tools: tuple[object, int, int, str] | None = None
+
+    def fixed(self, fmt: Format, system: object, tools: Sequence[object] | None) -> Fixed:
+        """The fixed parts of one request.
+
+        Raises:
+            InvalidTranscriptError: a system argument outside the Anthropic format.
+            ConfigurationError: tools that are not tool definitions.
+        """
+        estimator = self._estimator
+        raw = estimator.request_tokens
+        system_digest, system_raw = "", 0
+        if system is not None:
+            if fmt != "anthropic":
+                raise InvalidTranscriptError(
+                    f"a separate system argument is only used by the Anthropic format, not {fmt}"
+                )
+            cached = self._system
+            if cached is None or cached[0] is not system:
+                tokens = sum(estimator.message_tokens(s) for s in shape_system(system))
+                cached = self._system = (system, tokens, digest(system))
+            system_raw, system_digest = cached[1], cached[2]
+            raw += system_raw
+        tools_digest = ""
+        tool_tuple: tuple[object, ...] = ()
+        if tools:
+            known = self._tools
+            if known is None or known[0] is not tools or known[1] != len(tools):
+                tokens = estimator.tools_tokens(tools)
+                known = self._tools = (tools, len(tools), tokens, digest(tools))
+            raw += known[2]
+            tools_digest = known[3]
+            tool_tuple = tuple(tools)
+        return Fixed(
+            key=(fmt, system_digest, tools_digest),
+            raw=raw,
+            system_raw=system_raw,
+            tools=tool_tuple,
+        )
+
+
+def digest(value: object) -> str:
+    """A content digest of tools or a system argument (SDK objects dumped)."""
+    text = json.dumps(value, sort_keys=True, default=_dump, ensure_ascii=False)
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
+
+
+def _dump(value: object) -> object:
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(exclude_none=True)
+    return repr(value)
