@@ -176,11 +176,14 @@ def test_bad_values_raise_model_info_error(kwargs: dict[str, object]) -> None:
 
 def test_unknown_model_gets_the_fallback() -> None:
     info = resolve_model_info("no-such-model", use_litellm=False)
+    # The unknown tokenizer family (None), not Claude's: an unnamed model is not Claude.
+    assert FALLBACK_TOKENIZER is None
     assert (info.context_window, info.tokenizer, info.source) == (
         FALLBACK_WINDOW,
         FALLBACK_TOKENIZER,
         "fallback",
     )
+    assert info.source_of("tokenizer") == "fallback"
     assert resolve_model_info(None, fallback_window=4096).context_window == 4096
 
 

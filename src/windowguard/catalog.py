@@ -18,8 +18,9 @@ Invariants:
   order: the caller's explicit ModelInfo, the caller's overrides (a dict or a JSON/TOML
   file, else the file ``WINDOWGUARD_MODELS`` names), a discovery result, LiteLLM's
   bundled map (read from disk, never imported, never fetched), the built-in table, the
-  family defaults, then the fallback: an 8192-token window (ADR-107) and the most
-  conservative tokenizer family, ``"claude"``, with ``source="fallback"``. It reads
+  family defaults, then the fallback: an 8192-token window (ADR-107) and the unknown
+  tokenizer family (``tokenizer=None``: the estimator takes, per text, the maximum over
+  the families it has measured), with ``source="fallback"``. It reads
   files (overrides, LiteLLM's JSON) but never the network; discovery from servers lives
   in :mod:`windowguard.discovery`, override files in :mod:`windowguard._overrides` and
   LiteLLM's map in :mod:`windowguard._litellm`.
@@ -64,8 +65,13 @@ __all__ = [
 FALLBACK_WINDOW: Final = 8192
 """ADR-107's conservative window for a model nobody knows (ADR 0020's 128k is not)."""
 
-FALLBACK_TOKENIZER: Final = "claude"
-"""The tokenizer family that yields the most tokens per character among those we know."""
+FALLBACK_TOKENIZER: Final[str | None] = None
+"""The tokenizer family of a model nobody knows: None, the *unknown* family, which the
+estimator sizes as the per-text maximum over the families it has measured exactly
+(o200k, cl100k, llama3, llama4, qwen, mistral). Not ``"claude"``: Claude models are
+identified by name in the catalog, so a model we cannot name is not a Claude model, and
+Claude's derived priors (1.46x o200k) would over-count it several times over
+(``docs/decisions/0002-estimator.md``, revision 5)."""
 
 TOKENIZER_FAMILIES: Final = (
     "o200k",
@@ -382,11 +388,15 @@ def _merge(layers: Sequence[_Layer], fallback_window: int) -> ModelInfo:
         context_window=window,
         max_output_tokens=_opt_int(chosen.get("max_output_tokens")),
         max_input_tokens=_opt_int(chosen.get("max_input_tokens")),
-        tokenizer=str(chosen["tokenizer"][0]),
+        tokenizer=_opt_str(chosen["tokenizer"]),
         source=chosen["context_window"][1],
         field_sources=tuple((name, chosen[name][1]) for name in _FIELDS if name in chosen),
         origin=origin,
     )
+
+
+def _opt_str(pair: tuple[object, str]) -> str | None:
+    return None if pair[0] is None else str(pair[0])
 
 
 def _opt_int(pair: tuple[object, str] | None) -> int | None:
