@@ -13,6 +13,9 @@ through the same steps, in the order real servers apply them:
 5. the flavour's window and output-cap checks (:mod:`.limits`);
 6. the policy's answer, cut to the reply budget, rendered as JSON or as a stream.
 
+Token-count requests (:mod:`.counting`) bypass steps 2, 5 and 6: authenticated in their
+own API's way, they are counted with the same template and tokenizer as step 4.
+
 Invariants: the server never binds anything but the loopback address and refuses
 requests whose ``Host`` names another host; every refusal is built by
 :mod:`windowguard.provider_errors`; :meth:`Emulator.close` stops accepting, closes
@@ -103,14 +106,9 @@ class Emulator:
             ``{call_number: status}`` mapping, or None.
         template: the chat template to count with (``"openai"``, ``"llama3"``,
             ``"qwen"``, ``"mistral"``); None picks one from the tokenizer's name.
-        count_apis: the token-count APIs to serve (:mod:`.counting`): None for the
-            flavour's own (vllm ``/tokenize``; llamacpp llama-server's
-            ``/apply-template`` + ``/tokenize`` and llama-cpp-python's
-            ``/extras/tokenize/count``; openai ``/v1/responses/input_tokens``; anthropic
-            ``/v1/messages/count_tokens``), ``"none"`` for a server that only reports
-            usage, or any of ``"vllm"``, ``"sglang"``, ``"llama-server"``,
-            ``"llama-cpp-python"``, ``"tgi"``, ``"anthropic"``, ``"openai"``,
-            ``"gemini"``.
+        count_apis: the token-count APIs to serve: None for the flavour's own,
+            ``"none"`` (usage reports only), or names from
+            :data:`.counting.COUNT_APIS` (``"sglang"``, ``"tgi"``, ``"gemini"`` ...).
         port: the port to bind (0: any free port).
         host: must be ``"127.0.0.1"`` (or ``"localhost"``).
 
@@ -560,9 +558,13 @@ class _Handler(BaseHTTPRequestHandler):
         path, _, query = self.path.partition("?")
         api = counting.route(path, emulator.count_apis)
         if api is not None:
-            raw = self._read_raw()
-            setup = emulator.count_setup
-            self._send_reply(counting.handle(api, path, query, raw, self._headers(), setup))
+            raw, setup = self._read_raw(), emulator.count_setup
+            try:
+                reply = counting.handle(api, path, query, raw, self._headers(), setup)
+            except Exception:
+                logger.exception("the emulator's %s count failed", api)
+                reply = counting.CountReply(status=500, body={"error": "internal error"})
+            self._send_reply(reply)
             return
         try:
             body = self._read_body()
