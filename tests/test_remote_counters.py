@@ -619,6 +619,33 @@ def test_a_server_that_never_answers_is_bounded_by_the_timeout() -> None:
     assert elapsed < 2.5  # two counts (sync and async), each bounded by 0.4 s
 
 
+def test_acount_leaves_the_event_loop_free() -> None:
+    """While a count waits on a silent server, other tasks keep running."""
+
+    async def scenario(url: str) -> tuple[int, str]:
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.02)
+                ticks += 1
+
+        task = asyncio.create_task(ticker())
+        try:
+            await VLLMTokenizeCounter(url, timeout=0.5).acount(chat_query())
+        except RemoteCountError as exc:
+            message = str(exc)
+        finally:
+            task.cancel()
+        return ticks, message
+
+    with _SilentServer() as url:
+        ticks, message = asyncio.run(scenario(url))
+    assert ticks >= 10
+    assert "no answer within 0.5 s" in message
+
+
 def test_404_from_a_server_without_the_endpoint(o200k: TokenCounter) -> None:
     with Emulator(flavor="vllm", tokenizer=o200k, count_apis="none") as emu:
         message = failure(VLLMTokenizeCounter(emu.base_url))
