@@ -49,37 +49,31 @@ from __future__ import annotations
 
 import copy as _copy
 import logging
-import math
 from bisect import bisect_left
-from collections.abc import Callable, Generator, Hashable, Sequence
-from dataclasses import dataclass, replace
-from typing import Any, Literal, cast
+from collections.abc import Generator, Sequence
+from dataclasses import replace
+from typing import Any
 
-from ._transcript import Fixed, RequestParts, Transcript, update_transcript
-from .accounting.ledger import REWRITES_HISTORY, Observation
-from .accounting.local import TEMPLATE_OF, TemplateAccounting, local_accounting
+from ._fitting import Composition, Count, Fit, FitContext, build_fit, learn
+from ._transcript import RequestParts, Transcript, update_transcript
+from .accounting import CounterArg, choose_sources
+from .accounting.local import TemplateAccounting
 from .accounting.remote import CountQuery, RemoteCounter, RemoteCountError
 from .adapters import check_format, check_messages
-from .budget import Budget, compute_budget
+from .budget import compute_budget
 from .catalog import ModelInfo, OverridesArg, resolve_model_info
-from .counters import TokenCounter
 from .estimate import NO_USAGE, Calibration, Estimator, prompt_tokens_from_usage
 from .events import (
-    ContextEmergencyShrink,
-    ContextEstimate,
     Event,
-    MaxTokensShrunk,
     RemoteCounted,
     RemoteCountFailed,
     TranscriptDeferred,
     TranscriptPruned,
-    UsageMeasured,
 )
 from .exceptions import ConfigurationError, ContextTruncatedError, InvalidTranscriptError
 from .prune import POLICIES, PruningPolicy, choose_drop, turns_to_drop
-from .shapes import Format
-from .shrink import DEFAULT_FLOOR, DEFAULT_SAFETY_BUFFER, fit_max_tokens
-from .turns import Problem, Segmentation, segment
+from .shrink import DEFAULT_FLOOR, DEFAULT_SAFETY_BUFFER
+from .turns import Problem, segment
 
 __all__ = ["DEFAULT_MAX_REMOTE_COUNTS", "ContextWindowManager", "Fit"]
 
@@ -89,102 +83,7 @@ DEFAULT_FALLBACK_WINDOW = 8192
 DEFAULT_MAX_REMOTE_COUNTS = 2
 """Remote counts one send may ask for (a confirmation, then the pruned request)."""
 
-CounterArg = TokenCounter | RemoteCounter | Literal["auto", "heuristic"] | None
 RemoteAnswer = int | BaseException
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Fit:
-    """What to send.
-
-    Attributes:
-        messages: the caller's own message objects to send, in order.
-        estimated_tokens: the best count of the fitted request (messages, the separate
-            system argument, tool schemas and framing): exact where measured,
-            calibrated estimates elsewhere.
-        budget: the input budget, ``min(window - reserve - safety, max_input_tokens)``.
-        context_window: the window the budget came from.
-        dropped_turns: oldest whole turns dropped.
-        dropped_messages: messages those turns held.
-        pressure: ``estimated_tokens / context_window``.
-        max_tokens: the reply budget that fits (shrink guard applied).
-        deferred: damaged input was passed on unchanged.
-        problems: the damage found, if any.
-        format: the wire format the transcript was read in.
-        events: what happened (``usage_measured``, ``remote_count``, ``context_estimate``,
-            ``transcript_pruned``, ``max_tokens_shrunk`` / ``context_emergency_shrink``,
-            ``transcript_deferred``).
-        measured_tokens: the part of ``estimated_tokens`` counted exactly.
-        exact: the whole of ``estimated_tokens`` was counted exactly.
-        sources: what counted the rest (``"ledger"``, ``"remote:..."``, ``"local:..."``,
-            ``"heuristic:..."``).
-        remote_counts: how many remote counts this send asked for.
-    """
-
-    messages: list[object]
-    estimated_tokens: int
-    budget: int
-    context_window: int
-    dropped_turns: int
-    dropped_messages: int
-    pressure: float
-    max_tokens: int
-    deferred: bool
-    problems: tuple[Problem, ...]
-    format: Format
-    events: tuple[Event, ...]
-    measured_tokens: int = 0
-    exact: bool = False
-    sources: tuple[str, ...] = ()
-    remote_counts: int = 0
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Sent:
-    """The composition of the last fitted request, for the report that follows it."""
-
-    run: Transcript
-    key: Hashable
-    head_stop: int
-    kept_from: int
-    end: int
-    base_raw: int
-
-
-@dataclass(slots=True, kw_only=True)
-class _Context:
-    """One fit's inputs."""
-
-    run: Transcript
-    seg: Segmentation
-    fixed: Fixed
-    budget: Budget
-    requested: int | None
-    system: object
-    local_fixed: int | None = None
-    base_key: Hashable | None = None
-
-    @property
-    def end(self) -> int:
-        return self.seg.length
-
-    def kept_from(self, dropped: int) -> int:
-        seg = self.seg
-        return seg.turn_starts[dropped] if dropped else seg.head_stop
-
-    @property
-    def newest(self) -> int:
-        seg = self.seg
-        return seg.turn_starts[-1] if seg.turn_starts else seg.length
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Count:
-    """The best count of one candidate request."""
-
-    tokens: int
-    measured: int
-    exact: bool
 
 
 class ContextWindowManager:
@@ -269,14 +168,14 @@ class ContextWindowManager:
         self.strict = strict
         self.max_remote_counts = max_remote_counts
         self.estimator = Estimator(self.model_info.tokenizer)
-        self.remote: RemoteCounter | None = None
-        self.local: TemplateAccounting | None = None
-        self._auto_remote = True
-        self._configure_counter(counter)
+        sources = choose_sources(counter, self.model_info.tokenizer)
+        self.local: TemplateAccounting | None = sources.local
+        self.remote: RemoteCounter | None = sources.remote
+        self._auto_remote = sources.auto_remote
         self.calibration = Calibration()
         self._run: Transcript | None = None
         self._parts = RequestParts(self.estimator)
-        self._sent: _Sent | None = None
+        self._sent: Composition | None = None
         self._pending: list[Event] = []
         self._distrust = False
 
@@ -324,34 +223,6 @@ class ContextWindowManager:
         if manager._auto_remote and manager.remote is None:
             manager.remote = discover_counter(base_url, model, api_key=api_key, timeout=timeout)
         return manager
-
-    def _configure_counter(self, counter: CounterArg) -> None:
-        family = self.model_info.tokenizer
-        if counter is None or counter == "auto":
-            self.local = local_accounting(family)
-            return
-        if counter == "heuristic":
-            self._auto_remote = False
-            return
-        if isinstance(counter, str):
-            raise ConfigurationError(
-                f"counter must be 'auto', 'heuristic', a TokenCounter or a RemoteCounter, "
-                f"got {counter!r}"
-            )
-        if callable(getattr(counter, "acount", None)) and isinstance(counter, RemoteCounter):
-            self.remote = counter
-            self._auto_remote = False
-            self.local = local_accounting(family)
-            return
-        if not callable(getattr(counter, "count", None)):
-            raise ConfigurationError(
-                "counter must have a count(text) -> int method (a TokenCounter) or be a "
-                f"RemoteCounter, got {type(counter).__name__}"
-            )
-        # An exact tokenizer of a family without a known template counts through OpenAI's
-        # accounting (per-message framing only).
-        template_family = family if family is not None and family in TEMPLATE_OF else "o200k"
-        self.local = TemplateAccounting(template_family, cast(TokenCounter, counter))
 
     # -- per-run state ---------------------------------------------------------------
 
@@ -543,9 +414,7 @@ class ContextWindowManager:
             max_input_tokens=self.model_info.max_input_tokens,
             safety=self.safety if safety is None else safety,
         )
-        ctx = _Context(
-            run=run, seg=seg, fixed=fixed, budget=budget, requested=max_tokens, system=system
-        )
+        ctx = FitContext(run=run, seg=seg, fixed=fixed, budget=budget, requested=max_tokens)
         if seg.problems:
             if self.strict:
                 first = seg.problems[0]
@@ -555,14 +424,13 @@ class ContextWindowManager:
         distrust, self._distrust = self._distrust, False
         dropped = self._choose(ctx)
         if self._near_edge(ctx, dropped) or distrust:
-            if self.local is not None:
-                self._count_locally(ctx, dropped)
+            if self._count_locally(ctx):
                 dropped = self._choose(ctx)
             while calls < self.max_remote_counts and self.remote is not None:
                 candidate = self._candidate(ctx, dropped)
                 if candidate is None:
                     break
-                answer = yield self._query(ctx, candidate, messages, system)
+                answer = yield ctx.query(candidate, messages, system, self.model or "")
                 calls += 1
                 if not self._counted(ctx, candidate, answer, events, "confirm"):
                     break
@@ -571,13 +439,13 @@ class ContextWindowManager:
                     break
         if dropped is None:
             minimal = len(seg.turn_starts) - 1 if seg.turn_starts else 0
-            count = self._count(ctx, ctx.kept_from(minimal))
+            count = ctx.count(ctx.kept_from(minimal), self.calibration.factor)
             if not count.exact and self.remote is not None and calls < self.max_remote_counts:
-                answer = yield self._query(ctx, ctx.kept_from(minimal), messages, system)
+                answer = yield ctx.query(ctx.kept_from(minimal), messages, system, self.model or "")
                 calls += 1
                 if self._counted(ctx, ctx.kept_from(minimal), answer, events, "refusal check"):
                     dropped = self._choose(ctx)
-                    count = self._count(ctx, ctx.kept_from(minimal))
+                    count = ctx.count(ctx.kept_from(minimal), self.calibration.factor)
             if dropped is None:
                 self._refuse_or_keep(ctx, count)
                 dropped = minimal
@@ -585,10 +453,10 @@ class ContextWindowManager:
 
     # -- decisions -------------------------------------------------------------------
 
-    def _choose(self, ctx: _Context) -> int | None:
+    def _choose(self, ctx: FitContext) -> int | None:
         turn_starts = ctx.seg.turn_starts
         return choose_drop(
-            cost=self._cost_function(ctx),
+            cost=ctx.cost_function(self.calibration.factor),
             turn_starts=turn_starts,
             budget=ctx.budget.input_tokens,
             policy=self.pruning,
@@ -596,7 +464,7 @@ class ContextWindowManager:
             anchor=ctx.run.anchor,
         )
 
-    def _near_edge(self, ctx: _Context, dropped: int | None) -> bool:
+    def _near_edge(self, ctx: FitContext, dropped: int | None) -> bool:
         """Whether the send would prune anew, shrink ``max_tokens`` or refuse."""
         if dropped is None:
             return True
@@ -606,10 +474,10 @@ class ContextWindowManager:
         if requested is None:
             return False
         reply = min(requested, self.model_info.max_output_tokens or requested)
-        tokens = self._count(ctx, ctx.kept_from(dropped)).tokens
+        tokens = ctx.count(ctx.kept_from(dropped), self.calibration.factor).tokens
         return tokens + reply + ctx.budget.safety > ctx.budget.context_window
 
-    def _candidate(self, ctx: _Context, dropped: int | None) -> int | None:
+    def _candidate(self, ctx: FitContext, dropped: int | None) -> int | None:
         """Where the request to count remotely keeps turns from, or None (all exact).
 
         The least-pruned request the policy could keep (the previous cut, else every
@@ -625,7 +493,7 @@ class ContextWindowManager:
                 least = position
         if dropped is not None:
             least = min(least, dropped)
-        cost = self._cost_function(ctx)
+        cost = ctx.cost_function(self.calibration.factor)
         if cost(least) > 2 * ctx.budget.input_tokens:
             found = turns_to_drop(
                 cost=lambda d: cost(least + d),
@@ -634,13 +502,13 @@ class ContextWindowManager:
             )
             least = len(starts) - 1 if found is None else least + found
         kept_from = ctx.kept_from(max(least, 0))
-        if self._count(ctx, kept_from).exact:
-            if dropped is None or self._count(ctx, ctx.kept_from(dropped)).exact:
+        if ctx.count(kept_from, self.calibration.factor).exact:
+            if dropped is None or ctx.count(ctx.kept_from(dropped), self.calibration.factor).exact:
                 return None
             return ctx.kept_from(dropped)
         return kept_from
 
-    def _refuse_or_keep(self, ctx: _Context, count: _Count) -> None:
+    def _refuse_or_keep(self, ctx: FitContext, count: Count) -> None:
         """Head + newest turn exceed the budget: refuse, unless the best count says they
         fit the window with the smallest reply (ADR-107's rule when nothing is exact)."""
         budget = ctx.budget
@@ -661,107 +529,29 @@ class ContextWindowManager:
                 floor=self.floor,
             )
 
-    def _has_exact_source(self, ctx: _Context) -> bool:
-        return self.local is not None or bool(ctx.run.ledger.bases)
-
-    def _source_of(self, count: _Count) -> str:
-        if count.exact:
-            return "ledger" if self.remote is None else f"ledger / remote:{self.remote.name}"
-        return self.counter_name
-
-    # -- counting --------------------------------------------------------------------
-
-    def _fixed_raw(self, ctx: _Context) -> int:
-        return ctx.fixed.raw if ctx.local_fixed is None else ctx.local_fixed
-
-    def _key(self, ctx: _Context) -> Hashable:
-        if ctx.base_key is None:
-            entries = ctx.run.ledger.entries
-            head = tuple(id(entries[i]) for i in range(ctx.seg.head_stop))
-            ctx.base_key = (ctx.fixed.key, head)
-        return ctx.base_key
-
-    def _cost_function(self, ctx: _Context) -> Callable[[int], int]:
-        """``cost(dropped)``: the best count after dropping that many oldest turns."""
-        ledger = ctx.run.ledger
-        measured, est, _ = ledger.prefixes()
-        factor = self.calibration.factor
-        base_tokens, base_raw = ledger.base_part(
-            self._key(ctx), ctx.seg.head_stop, self._fixed_raw(ctx), factor
-        )
-        starts, head_stop, end = ctx.seg.turn_starts, ctx.seg.head_stop, ctx.end
-        m_end, e_end = base_tokens + measured[end], base_raw + est[end]
-
-        def cost(dropped: int) -> int:
-            kept_from = starts[dropped] if dropped else head_stop
-            return m_end - measured[kept_from] + math.ceil((e_end - est[kept_from]) * factor)
-
-        return cost
-
-    def _count(self, ctx: _Context, kept_from: int) -> _Count:
-        found = ctx.run.ledger.count(
-            key=self._key(ctx),
-            head_stop=ctx.seg.head_stop,
-            kept_from=kept_from,
-            end=ctx.end,
-            fixed_raw=self._fixed_raw(ctx),
-            factor=self.calibration.factor,
-        )
-        tokens = found.measured + math.ceil(found.raw * self.calibration.factor)
-        return _Count(tokens=tokens, measured=found.measured, exact=found.exact)
-
-    def _count_locally(self, ctx: _Context, dropped: int | None) -> None:
-        """Count what nothing measured with the local exact tokenizer, newest first,
-        until the count passes the budget (older turns cannot be kept anyway)."""
-        local = self.local
-        assert local is not None
-        ledger = ctx.run.ledger
-        entries = ledger.entries
-        budget = ctx.budget.input_tokens
-        first_changed = len(entries)
+    def _count_locally(self, ctx: FitContext) -> bool:
+        """Count the unmeasured parts exactly with the local tokenizer, if any."""
+        if self.local is None:
+            return False
         try:
-            ctx.local_fixed = local.fixed_tokens(ctx.fixed.tools) + ctx.fixed.system_raw
-            if entries and entries[-1].shape.kind == "assistant":
-                ctx.local_fixed += local.final_assistant_tokens
-            total = 0
-            for index in range(len(entries) - 1, -1, -1):
-                entry = entries[index]
-                if entry.measured is None and entry.local is None:
-                    entry.local = local.message_tokens(entry.shape)
-                    first_changed = index
-                total += entry.measured if entry.measured is not None else entry.estimate
-                if index < ctx.seg.head_stop:
-                    continue
-                if total > budget and index <= ctx.newest:
-                    # Keep going only through the head (always sent).
-                    for head_index in range(ctx.seg.head_stop):
-                        head = entries[head_index]
-                        if head.local is None and head.measured is None:
-                            head.local = local.message_tokens(head.shape)
-                            first_changed = min(first_changed, head_index)
-                    break
+            ctx.count_locally(self.local)
         except Exception as exc:  # a broken tokenizer falls back to the heuristic
             logger.warning("local exact counting failed (%s); using the heuristic", exc)
             self.local = None
             ctx.local_fixed = None
-        del dropped
-        ledger.changed(first_changed)
+            return False
+        return True
 
-    def _query(
-        self, ctx: _Context, kept_from: int, messages: Sequence[object], system: object
-    ) -> CountQuery:
-        head_stop = ctx.seg.head_stop
-        kept = [*messages[:head_stop], *messages[kept_from : ctx.end]]
-        return CountQuery(
-            format=ctx.run.format,
-            model=self.model or "",
-            messages=tuple(kept),
-            system=system,
-            tools=ctx.fixed.tools,
-        )
+    def _has_exact_source(self, ctx: FitContext) -> bool:
+        return self.local is not None or bool(ctx.run.ledger.bases)
+
+    def _source_of(self, count: Count) -> str:
+        if count.exact:
+            return "ledger" if self.remote is None else f"ledger / remote:{self.remote.name}"
+        return self.counter_name
 
     def _counted(
-        self, ctx: _Context, kept_from: int, answer: RemoteAnswer, events: list[Event], why: str
+        self, ctx: FitContext, kept_from: int, answer: RemoteAnswer, events: list[Event], why: str
     ) -> bool:
         """Feed a remote count to the ledger (True), or note its failure (False)."""
         name = self.remote.name if self.remote is not None else "remote"
@@ -773,20 +563,9 @@ class ContextWindowManager:
             return False
         kept = ctx.seg.head_stop + ctx.end - kept_from
         events.append(RemoteCounted(counter=name, tokens=answer, messages=kept, purpose=why))
-        sent = self._composition(ctx, kept_from)
+        sent = ctx.composition(kept_from)
         self._learn(sent, answer, f"remote:{name}", events)
         return True
-
-    def _composition(self, ctx: _Context, kept_from: int) -> _Sent:
-        _, est, _ = ctx.run.ledger.prefixes()
-        return _Sent(
-            run=ctx.run,
-            key=self._key(ctx),
-            head_stop=ctx.seg.head_stop,
-            kept_from=kept_from,
-            end=ctx.end,
-            base_raw=self._fixed_raw(ctx) + est[ctx.seg.head_stop],
-        )
 
     def _learn_sent(self, total: int, origin: str) -> None:
         sent = self._sent
@@ -794,38 +573,17 @@ class ContextWindowManager:
             return
         self._learn(sent, total, origin, self._pending)
 
-    def _learn(self, sent: _Sent, total: int, origin: str, events: list[Event]) -> None:
-        observation: Observation = sent.run.ledger.observe(
-            total=total,
-            key=sent.key,
-            head_stop=sent.head_stop,
-            kept_from=sent.kept_from,
-            end=sent.end,
-            base_estimate_raw=sent.base_raw,
-            factor=self.calibration.factor,
-            rewrites_history=self.estimator.tokenizer in REWRITES_HISTORY,
-        )
-        if observation.estimate_raw > 0 and observation.measured > 0:
-            self.calibration.observe(observation.measured, observation.estimate_raw)
-        events.append(
-            UsageMeasured(
-                origin=origin,
-                total_tokens=observation.total,
-                known_tokens=observation.known,
-                measured_tokens=observation.measured,
-                estimated_tokens=observation.estimate_raw,
-                messages=observation.messages,
-                with_base=observation.with_base,
-                drift=observation.drift,
-            )
-        )
+    def _learn(self, sent: Composition, total: int, origin: str, events: list[Event]) -> None:
+        family = self.estimator.tokenizer
+        calibration = self.calibration
+        events.append(learn(sent, total, calibration=calibration, family=family, origin=origin))
 
     # -- results ---------------------------------------------------------------------
 
     def _fitted(
         self,
         messages: Sequence[object],
-        ctx: _Context,
+        ctx: FitContext,
         dropped: int,
         events: list[Event],
         calls: int,
@@ -834,7 +592,7 @@ class ContextWindowManager:
         previous_cut = run.anchor
         kept_from = ctx.kept_from(dropped)
         run.anchor = kept_from if dropped else None
-        count = self._count(ctx, kept_from)
+        count = ctx.count(kept_from, self.calibration.factor)
         if dropped:
             cut_from, cut_to = seg.head_stop, kept_from
             kept = list(messages[:cut_from])
@@ -850,7 +608,7 @@ class ContextWindowManager:
                 if guard.problems:
                     run.anchor = None
                     return self._deferred(messages, ctx, guard.problems, events)
-            before = self._cost_function(ctx)(0)
+            before = ctx.cost_function(self.calibration.factor)(0)
             events.append(
                 TranscriptPruned(
                     dropped_turns=dropped,
@@ -873,18 +631,45 @@ class ContextWindowManager:
                 )
         else:
             kept = list(messages)
-        self._sent = self._composition(ctx, kept_from)
-        return self._result(kept, ctx, count, dropped, len(messages) - len(kept), (), events, calls)
+        self._sent = ctx.composition(kept_from)
+        dropped_messages = len(messages) - len(kept)
+        return self._result(kept, ctx, count, dropped, dropped_messages, (), events, calls)
+
+    def _result(
+        self,
+        kept: list[object],
+        ctx: FitContext,
+        count: Count,
+        dropped_turns: int,
+        dropped_messages: int,
+        problems: tuple[Problem, ...],
+        events: list[Event],
+        calls: int,
+    ) -> Fit:
+        return build_fit(
+            kept,
+            ctx,
+            count,
+            dropped_turns=dropped_turns,
+            dropped_messages=dropped_messages,
+            problems=problems,
+            events=events,
+            remote_counts=calls,
+            model_info=self.model_info,
+            floor=self.floor,
+            factor=self.calibration.factor,
+            counter_name=self.counter_name,
+        )
 
     def _deferred(
         self,
         messages: Sequence[object],
-        ctx: _Context,
+        ctx: FitContext,
         problems: tuple[Problem, ...],
         events: list[Event],
     ) -> Fit:
-        count = self._count(ctx, ctx.seg.head_stop)
-        self._sent = self._composition(ctx, ctx.seg.head_stop)
+        count = ctx.count(ctx.seg.head_stop, self.calibration.factor)
+        self._sent = ctx.composition(ctx.seg.head_stop)
         described = tuple(str(p) for p in problems)
         logger.warning(
             "transcript is damaged (%s); sending it unchanged for the provider to judge",
@@ -892,69 +677,6 @@ class ContextWindowManager:
         )
         events.append(TranscriptDeferred(reason="damaged input: not pruned", problems=described))
         return self._result(list(messages), ctx, count, 0, 0, problems, events, 0)
-
-    def _result(
-        self,
-        kept: list[object],
-        ctx: _Context,
-        count: _Count,
-        dropped_turns: int,
-        dropped_messages: int,
-        problems: tuple[Problem, ...],
-        events: list[Event],
-        calls: int,
-    ) -> Fit:
-        budget = ctx.budget
-        window = budget.context_window
-        estimated = count.tokens
-        shrink = fit_max_tokens(
-            estimated_input_tokens=estimated,
-            context_window=window,
-            requested=ctx.requested,
-            safety_buffer=0 if count.exact else budget.safety,
-            floor=self.floor,
-            max_output_tokens=self.model_info.max_output_tokens,
-        )
-        if isinstance(shrink.event, (MaxTokensShrunk, ContextEmergencyShrink)):
-            events.append(shrink.event)
-        sources = self._sources(count)
-        estimate = ContextEstimate(
-            estimated_tokens=estimated,
-            window=window,
-            budget=budget.input_tokens,
-            pressure=estimated / window,
-            calibration=self.calibration.factor,
-            source=self.model_info.source,
-            measured_tokens=count.measured,
-            exact=count.exact,
-            sources=sources,
-        )
-        return Fit(
-            messages=kept,
-            estimated_tokens=estimated,
-            budget=budget.input_tokens,
-            context_window=window,
-            dropped_turns=dropped_turns,
-            dropped_messages=dropped_messages,
-            pressure=estimated / window,
-            max_tokens=shrink.max_tokens,
-            deferred=bool(problems),
-            problems=problems,
-            format=ctx.run.format,
-            events=(estimate, *events),
-            measured_tokens=count.measured,
-            exact=count.exact,
-            sources=sources,
-            remote_counts=calls,
-        )
-
-    def _sources(self, count: _Count) -> tuple[str, ...]:
-        sources = []
-        if count.measured:
-            sources.append("ledger")
-        if not count.exact:
-            sources.extend(self.counter_name.split(", "))
-        return tuple(sources)
 
 
 def _at_most(value: int | None, limit: int) -> int | None:

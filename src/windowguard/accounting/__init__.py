@@ -15,3 +15,70 @@ Sources, in order of trust:
 4. the seed's over-counting **heuristic** (:mod:`windowguard.estimate`), times the run's
    calibration, for what nothing has measured yet.
 """
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, cast
+
+from ..counters import TokenCounter
+from ..exceptions import ConfigurationError
+from .local import TEMPLATE_OF, TemplateAccounting, local_accounting
+from .remote import RemoteCounter
+
+__all__ = ["CounterArg", "Sources", "choose_sources"]
+
+CounterArg = TokenCounter | RemoteCounter | Literal["auto", "heuristic"] | None
+"""What a manager's ``counter=`` may be."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Sources:
+    """The exact sources a manager counts with besides the ledger.
+
+    Attributes:
+        local: the local exact tokenizer with its family's template accounting.
+        remote: the serving endpoint's count API.
+        auto_remote: whether a count API found later (by a ``ToolLoop``'s provider or
+            :meth:`~windowguard.ContextWindowManager.from_endpoint`) may be adopted.
+    """
+
+    local: TemplateAccounting | None
+    remote: RemoteCounter | None
+    auto_remote: bool
+
+
+def choose_sources(counter: CounterArg, family: str | None) -> Sources:
+    """The sources ``counter=`` asks for, for a model of tokenizer ``family``.
+
+    Args:
+        counter: None or ``"auto"``: the family's local exact tokenizer when installed,
+            and a remote counter when one is found later; ``"heuristic"``: neither; a
+            :class:`~windowguard.TokenCounter`: that tokenizer through the family's chat
+            template (OpenAI's accounting for a family without one); a
+            :class:`~windowguard.accounting.remote.RemoteCounter`: that count API, plus the
+            local tokenizer if any.
+        family: the model's tokenizer family (None: unknown).
+
+    Raises:
+        ConfigurationError: anything else.
+    """
+    if counter is None or counter == "auto":
+        return Sources(local=local_accounting(family), remote=None, auto_remote=True)
+    if counter == "heuristic":
+        return Sources(local=None, remote=None, auto_remote=False)
+    if isinstance(counter, str):
+        raise ConfigurationError(
+            "counter must be 'auto', 'heuristic', a TokenCounter or a RemoteCounter, "
+            f"got {counter!r}"
+        )
+    if callable(getattr(counter, "acount", None)) and isinstance(counter, RemoteCounter):
+        return Sources(local=local_accounting(family), remote=counter, auto_remote=False)
+    if not callable(getattr(counter, "count", None)):
+        raise ConfigurationError(
+            "counter must have a count(text) -> int method (a TokenCounter) or be a "
+            f"RemoteCounter, got {type(counter).__name__}"
+        )
+    template_family = family if family is not None and family in TEMPLATE_OF else "o200k"
+    local = TemplateAccounting(template_family, cast(TokenCounter, counter))
+    return Sources(local=local, remote=None, auto_remote=False)
