@@ -2,14 +2,22 @@
 
 Before every provider send, :meth:`ContextWindowManager.fit` drops the oldest whole
 turns (never the head, never the newest turn, never orphaning a call or a result),
-estimates tokens without a tokenizer (erring high, calibrated from what the provider
-reports) and fits ``max_tokens`` so prompt + tools + output never exceed the window.
+counts tokens from the best source available (the provider's own reports, its count
+endpoint near the edge, an exact local tokenizer, and an over-counting heuristic only for
+what nothing measured) and fits ``max_tokens`` so prompt + tools + output never exceed
+the window.
 
 This module never imports a provider SDK: the provider classes are loaded on first use.
 """
 
 from typing import TYPE_CHECKING, Any
 
+from .accounting.remote import CountQuery as CountQuery
+from .accounting.remote import RemoteCounter as RemoteCounter
+from .accounting.remote import RemoteCountError as RemoteCountError
+from .accounting.remote import adiscover_counter as adiscover_counter
+from .accounting.remote import clear_counter_cache as clear_counter_cache
+from .accounting.remote import discover_counter as discover_counter
 from .adapters import detect_format as detect_format
 from .budget import Budget as Budget
 from .budget import compute_budget as compute_budget
@@ -34,8 +42,11 @@ from .events import ContextPressure as ContextPressure
 from .events import Event as Event
 from .events import MaxTokensShrunk as MaxTokensShrunk
 from .events import PressureThresholdCrossed as PressureThresholdCrossed
+from .events import RemoteCounted as RemoteCounted
+from .events import RemoteCountFailed as RemoteCountFailed
 from .events import TranscriptDeferred as TranscriptDeferred
 from .events import TranscriptPruned as TranscriptPruned
+from .events import UsageMeasured as UsageMeasured
 from .exceptions import ConfigurationError as ConfigurationError
 from .exceptions import ContextTruncatedError as ContextTruncatedError
 from .exceptions import InvalidTranscriptError as InvalidTranscriptError
@@ -122,6 +133,7 @@ __all__ = [
     "ContextPressure",
     "ContextTruncatedError",
     "ContextWindowManager",
+    "CountQuery",
     "Estimator",
     "Event",
     "Failure",
@@ -141,6 +153,10 @@ __all__ = [
     "PressureThresholdCrossed",
     "ProviderError",
     "Refit",
+    "RemoteCountError",
+    "RemoteCountFailed",
+    "RemoteCounted",
+    "RemoteCounter",
     "RetryDecision",
     "RetryPolicy",
     "RunResult",
@@ -161,13 +177,17 @@ __all__ = [
     "TranscriptDeferred",
     "TranscriptPruned",
     "UnknownFormatError",
+    "UsageMeasured",
     "WindowGuardError",
+    "adiscover_counter",
     "adiscover_model_info",
     "capture_events",
     "classify_failure",
+    "clear_counter_cache",
     "clear_discovery_cache",
     "compute_budget",
     "detect_format",
+    "discover_counter",
     "discover_model_info",
     "emit",
     "fit_max_tokens",

@@ -25,6 +25,7 @@ from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .accounting.remote import CountQuery, RemoteCounter
 from .estimate import NO_USAGE
 from .events import (
     CalibrationUpdated,
@@ -48,6 +49,7 @@ from .shapes import Format
 
 __all__ = [
     "SYNTHESIS_PROMPT",
+    "CountTokens",
     "LoopMachine",
     "ModelAnswer",
     "RunResult",
@@ -86,6 +88,16 @@ class RunTools:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class CountTokens:
+    """Action: ask ``counter`` for the exact prompt tokens of ``query`` (a remote count
+    the manager wants near the edge); answer with the count, or the exception raised."""
+
+    kind: Literal["count_tokens"] = "count_tokens"
+    counter: RemoteCounter
+    query: CountQuery
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Sleep:
     """Action: wait ``seconds`` before the next try."""
 
@@ -93,7 +105,7 @@ class Sleep:
     seconds: float
 
 
-Action = SendModel | RunTools | Sleep
+Action = SendModel | RunTools | CountTokens | Sleep
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -174,6 +186,9 @@ class _Run:
     usage: RunUsage = field(default_factory=RunUsage)
     text: str = ""
     reported: int | None = None
+    # The tool schemas as the manager sizes them: one list per run, so its estimate and
+    # content digest are computed once, not on every send.
+    schemas: list[dict[str, Any]] | None = None
 
 
 class _Ended(Exception):
@@ -204,8 +219,10 @@ class LoopMachine:
         emit: Callable[[Event], None],
         thresholds: Sequence[float] = (),
         cancelled: Callable[[], bool] = lambda: False,
+        remote_counter: RemoteCounter | None = None,
     ) -> None:
         self.format = provider_format
+        self.remote_counter = remote_counter
         self.model = model
         self.window = window
         self.window_source = window_source
@@ -253,6 +270,8 @@ class LoopMachine:
     ) -> Generator[Action, Any, RunResult]:
         """Drive one run; yields actions, receives answers, returns the RunResult."""
         manager = self.manager.copy() if self.manager is not None else None
+        if manager is not None:
+            manager.use_remote_counter(self.remote_counter, model=self.model)
         run = _Run(run_id=run_id, transcript=list(messages), system=system, manager=manager)
         self._run = run
         self._gauge.reset()
@@ -347,7 +366,7 @@ class LoopMachine:
         safety: int | None = None
         attempt = 0
         while True:
-            request = self._request(run, site, specs, safety, tool_choice)
+            request = yield from self._request(run, site, specs, safety, tool_choice)
             answer: ModelAnswer = yield SendModel(request=request, step=run.step, attempt=attempt)
             attempt += 1
             if answer.response is not None:
@@ -404,7 +423,7 @@ class LoopMachine:
         specs: tuple[ToolSpec, ...],
         safety: int | None,
         tool_choice: Literal["none"] | None,
-    ) -> ModelRequest:
+    ) -> Generator[Action, Any, ModelRequest]:
         max_tokens = self.max_tokens
         if run.output_cap is not None:
             max_tokens = min(max_tokens or run.output_cap, run.output_cap)
@@ -419,16 +438,26 @@ class LoopMachine:
                 tool_choice=tool_choice,
             )
         before = manager.calibration.factor
+        if specs and run.schemas is None:
+            run.schemas = [_estimate_schema(s) for s in specs]
         try:
-            fit = manager.fit(
+            steps = manager.fit_steps(
                 run.transcript,
-                tools=[_estimate_schema(s) for s in specs] or None,
+                tools=(run.schemas if specs else None),
                 max_tokens=max_tokens,
                 last_usage=run.last_usage,
                 system=run.system,
                 format=self.format,
                 safety=safety,
             )
+            query = next(steps)
+            while True:
+                counter = manager.remote
+                assert counter is not None  # the manager only asks when it has one
+                answer = yield CountTokens(counter=counter, query=query)
+                query = steps.send(answer)
+        except StopIteration as done:
+            fit = done.value
         except ContextTruncatedError as exc:
             raise _Ended(
                 self._finish(run, TerminationReason.CONTEXT_TRUNCATED, error=exc)

@@ -11,6 +11,10 @@ name ends in ``Error``::
     │   └── UnknownFormatError     the wire format could not be detected or is not supported
     ├── ModelInfoError             a model limit or override that cannot be used
     ├── ConfigurationError         an argument that cannot work (negative window, ...)
+    │   └── LocalTokenizerError    an installed exact tokenizer failed to load
+    │                              (windowguard.accounting.local; the heuristic takes over)
+    ├── RemoteCountError           a serving endpoint's token count failed
+    │                              (windowguard.accounting.remote; fit falls back and says so)
     └── ProviderError              a provider call failed; carries the classified Failure
 
     SuspendRun (outside the tree)  raised by a tool to pause a run: a signal, not an error

@@ -31,6 +31,7 @@ from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mappin
 from typing import Any
 
 from ._machine import (
+    CountTokens,
     LoopMachine,
     ModelAnswer,
     RunResult,
@@ -42,6 +43,7 @@ from ._machine import (
     ToolsAnswer,
     default_run_id,
 )
+from .accounting.remote import RemoteCounter
 from .events import Event
 from .exceptions import ConfigurationError, ProviderError, SuspendRun
 from .journal import RunState, SqliteJournal, transcript_digest
@@ -114,7 +116,15 @@ class _LoopBase:
         """Ask running runs to stop at the next step boundary (termination CANCELLED)."""
         self._cancel = True
 
-    def _machine(self, extra_sink: Callable[[Event], None] | None = None) -> LoopMachine:
+    def _wants_counter(self) -> bool:
+        manager = self.manager
+        return manager is not None and manager.wants_remote_counter
+
+    def _machine(
+        self,
+        extra_sink: Callable[[Event], None] | None = None,
+        counter: RemoteCounter | None = None,
+    ) -> LoopMachine:
         if self.manager is not None:
             info = self.manager.model_info
         else:
@@ -136,6 +146,7 @@ class _LoopBase:
             emit=lambda event: emit(event, sinks),
             thresholds=self.pressure_thresholds,
             cancelled=lambda: self._cancel,
+            remote_counter=counter,
         )
 
     def _start(
@@ -215,7 +226,7 @@ class ToolLoop(_LoopBase):
             system: Anthropic's separate system prompt.
         """
         transcript, run_id = self._start(messages, system, run_id)
-        machine = self._machine()
+        machine = self._machine(counter=self._count_endpoint())
         flow = machine.run(transcript, run_id=run_id, system=system)
         return self._drive(machine, flow, run_id, None)
 
@@ -227,7 +238,7 @@ class ToolLoop(_LoopBase):
             results: tool results to use instead of running the calls again, by call id
                 (for example the human's answer to an approval request).
         """
-        machine = self._machine()
+        machine = self._machine(counter=self._count_endpoint())
         flow = machine.run(
             list(state.messages),
             run_id=state.run_id,
@@ -247,6 +258,13 @@ class ToolLoop(_LoopBase):
         transcript, run_id = self._start(messages, system, run_id)
         return RunStream(self, transcript, run_id, system)
 
+    def _count_endpoint(self) -> RemoteCounter | None:
+        find = getattr(self.provider, "count_endpoint", None)
+        if not self._wants_counter() or not callable(find):
+            return None
+        found = find()
+        return found if isinstance(found, RemoteCounter) else None
+
     def _drive(
         self,
         machine: LoopMachine,
@@ -264,6 +282,8 @@ class ToolLoop(_LoopBase):
                 answer = self._send(run_id, action, on_delta)
             elif isinstance(action, RunTools):
                 answer = self._run_tools(machine, run_id, action)
+            elif isinstance(action, CountTokens):
+                answer = _count(action)
             elif isinstance(action, Sleep):
                 self._sleep(action.seconds)
                 answer = None
@@ -319,6 +339,22 @@ class ToolLoop(_LoopBase):
         return ToolsAnswer(results=tuple(results), replayed=tuple(replayed), suspension=suspension)
 
 
+def _count(action: CountTokens) -> int | BaseException:
+    """A remote count, or the exception it raised (the manager falls back on it)."""
+    try:
+        return int(action.counter.count(action.query))
+    except Exception as exc:
+        return exc
+
+
+async def _acount(action: CountTokens) -> int | BaseException:
+    """Async twin of :func:`_count`; the counter never blocks the event loop."""
+    try:
+        return int(await action.counter.acount(action.query))
+    except Exception as exc:
+        return exc
+
+
 def _collect(
     chunks: Iterator[StreamDelta | ModelResponse], on_delta: Callable[[str], None]
 ) -> ModelResponse:
@@ -348,9 +384,9 @@ class RunStream:
 
     def __iter__(self) -> Iterator[StreamDelta | Event]:
         pending: list[StreamDelta | Event] = []
-        machine = self._loop._machine(extra_sink=pending.append)
-        flow = machine.run(self._transcript, run_id=self._run_id, system=self._system)
         loop = self._loop
+        machine = loop._machine(extra_sink=pending.append, counter=loop._count_endpoint())
+        flow = machine.run(self._transcript, run_id=self._run_id, system=self._system)
         answer: Any = None
         while True:
             try:
@@ -381,6 +417,8 @@ class RunStream:
                 answer = ModelAnswer(response=final)
             elif isinstance(action, RunTools):
                 answer = loop._run_tools(machine, self._run_id, action)
+            elif isinstance(action, CountTokens):
+                answer = _count(action)
             else:
                 loop._sleep(action.seconds)
                 answer = None
@@ -411,7 +449,7 @@ class AsyncToolLoop(_LoopBase):
     ) -> RunResult:
         """Run the loop on ``messages``; see :meth:`ToolLoop.run`."""
         transcript, run_id = self._start(messages, system, run_id)
-        machine = self._machine()
+        machine = self._machine(counter=await self._count_endpoint())
         return await self._drive(
             machine, machine.run(transcript, run_id=run_id, system=system), run_id
         )
@@ -420,7 +458,7 @@ class AsyncToolLoop(_LoopBase):
         self, state: RunState, *, results: Mapping[str, str] | None = None
     ) -> RunResult:
         """Continue a SUSPENDED run; see :meth:`ToolLoop.resume`."""
-        machine = self._machine()
+        machine = self._machine(counter=await self._count_endpoint())
         flow = machine.run(
             list(state.messages),
             run_id=state.run_id,
@@ -436,6 +474,13 @@ class AsyncToolLoop(_LoopBase):
         """Run the loop, yielding text deltas and events; see :meth:`ToolLoop.stream`."""
         transcript, run_id = self._start(messages, system, run_id)
         return AsyncRunStream(self, transcript, run_id, system)
+
+    async def _count_endpoint(self) -> RemoteCounter | None:
+        find = getattr(self.provider, "acount_endpoint", None)
+        if not self._wants_counter() or not callable(find):
+            return None
+        found = await find()
+        return found if isinstance(found, RemoteCounter) else None
 
     async def _drive(
         self, machine: LoopMachine, flow: Generator[Any, Any, RunResult], run_id: str
@@ -458,6 +503,8 @@ class AsyncToolLoop(_LoopBase):
                         answer = ModelAnswer(response=response)
             elif isinstance(action, RunTools):
                 answer = await self._run_tools(machine, run_id, action)
+            elif isinstance(action, CountTokens):
+                answer = await _acount(action)
             else:
                 await self._sleep(action.seconds)
                 answer = None
@@ -511,7 +558,8 @@ class AsyncRunStream:
     async def __aiter__(self) -> AsyncIterator[StreamDelta | Event]:
         pending: list[StreamDelta | Event] = []
         loop = self._loop
-        machine = loop._machine(extra_sink=pending.append)
+        counter = await loop._count_endpoint()
+        machine = loop._machine(extra_sink=pending.append, counter=counter)
         flow = machine.run(self._transcript, run_id=self._run_id, system=self._system)
         answer: Any = None
         while True:
@@ -545,6 +593,8 @@ class AsyncRunStream:
                 answer = ModelAnswer(response=final)
             elif isinstance(action, RunTools):
                 answer = await loop._run_tools(machine, self._run_id, action)
+            elif isinstance(action, CountTokens):
+                answer = await _acount(action)
             else:
                 await loop._sleep(action.seconds)
                 answer = None

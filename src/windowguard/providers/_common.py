@@ -14,10 +14,18 @@ across providers), and nothing here imports a provider SDK.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from ..accounting.local import TEMPLATE_OF
+from ..accounting.remote import (
+    AnthropicCountTokens,
+    OpenAIInputTokens,
+    RemoteCounter,
+    adiscover_counter,
+    discover_counter,
+)
 from ..catalog import ModelInfo, resolve_model_info
 from ..discovery import adiscover_model_info, discover_model_info
 from ..exceptions import ConfigurationError, WindowGuardError
@@ -25,7 +33,7 @@ from ..exceptions import ConfigurationError, WindowGuardError
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-__all__ = ["ModelInfoSource", "as_dict", "check_model", "is_default_host"]
+__all__ = ["CounterSource", "ModelInfoSource", "as_dict", "check_model", "is_default_host"]
 
 DEFAULT_DISCOVERY_TIMEOUT = 5.0
 
@@ -144,6 +152,100 @@ class ModelInfoSource:
         return resolve_model_info(self._model, model_info=self._explicit, discovered=discovered)
 
 
+class CounterSource:
+    """Finds the count API of a provider's endpoint once (remote exact counts).
+
+    A vendor's own host has a known count API (Anthropic ``count_tokens``, OpenAI
+    ``responses/input_tokens``); any other endpoint is probed with
+    :func:`windowguard.accounting.remote.discover_counter`, passing the chat template of
+    the model's tokenizer family so text-only count APIs (llama-cpp-python) can count
+    chats. Never raises for what a server does: no API found is None.
+
+    Args:
+        model: the model name.
+        base_url: the endpoint the SDK client talks to.
+        api_key: sent to the count routes.
+        vendor: ``"anthropic"`` or ``"openai"`` when ``base_url`` is the vendor's own
+            host (no probing), else None.
+        family: the model's tokenizer family, when known.
+        timeout: seconds for the whole discovery.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str,
+        api_key: str | None,
+        vendor: str | None,
+        family: Callable[[], str | None],
+        timeout: float,
+    ) -> None:
+        self._model = model
+        self._base_url = base_url
+        self._api_key = api_key
+        self._vendor = vendor
+        self._family = family
+        self._timeout = timeout
+        self._lock = threading.Lock()
+        self._done = False
+        self._counter: RemoteCounter | None = None
+
+    def get(self) -> RemoteCounter | None:
+        """The endpoint's count API, found (synchronously, bounded) on first use."""
+        with self._lock:
+            if not self._done:
+                self._counter = self._find()
+                self._done = True
+            return self._counter
+
+    async def aget(self) -> RemoteCounter | None:
+        """Async twin of :meth:`get`: probing runs without blocking the event loop."""
+        if self._done:
+            return self._counter
+        counter = self._vendor_counter()
+        if counter is None and self._vendor is None:
+            try:
+                counter = await adiscover_counter(
+                    self._base_url,
+                    self._model,
+                    api_key=self._api_key,
+                    timeout=self._timeout,
+                    template=self._template(),
+                )
+            except WindowGuardError:
+                counter = None
+        with self._lock:
+            if not self._done:
+                self._counter, self._done = counter, True
+            return self._counter
+
+    def _template(self) -> str | None:
+        template = TEMPLATE_OF.get(self._family() or "")
+        return template if template in ("qwen", "llama3", "mistral") else None
+
+    def _vendor_counter(self) -> RemoteCounter | None:
+        if self._vendor == "anthropic":
+            return AnthropicCountTokens(self._base_url, api_key=self._api_key)
+        if self._vendor == "openai":
+            return OpenAIInputTokens(self._base_url, api_key=self._api_key)
+        return None
+
+    def _find(self) -> RemoteCounter | None:
+        if self._vendor is not None:
+            return self._vendor_counter()
+        try:
+            return discover_counter(
+                self._base_url,
+                self._model,
+                api_key=self._api_key,
+                timeout=self._timeout,
+                template=self._template(),
+            )
+        except WindowGuardError:  # a base URL discovery cannot use: no counter
+            return None
+
+
 class OwnsClient:
     """Closing for a sync provider: only a client the provider built is closed."""
 
@@ -191,6 +293,7 @@ class SdkProvider:
     _model: str
     _client: Any
     _info: ModelInfoSource
+    _counter: CounterSource
 
     def _init_sdk(
         self,
@@ -198,6 +301,7 @@ class SdkProvider:
         client: Any,
         *,
         default_host: str,
+        vendor: str,
         api_key: str | None,
         model_info: ModelInfo | None,
         discover: bool | None,
@@ -205,12 +309,22 @@ class SdkProvider:
     ) -> None:
         self._model = check_model(model)
         endpoint = str(client.base_url)
+        key = client.api_key if isinstance(client.api_key, str) else api_key
+        vendor_host = is_default_host(endpoint, default_host)
         self._info = ModelInfoSource(
             self._model,
             explicit=model_info,
-            discover=not is_default_host(endpoint, default_host) if discover is None else discover,
+            discover=not vendor_host if discover is None else discover,
             base_url=endpoint,
-            api_key=client.api_key if isinstance(client.api_key, str) else api_key,
+            api_key=key,
+            timeout=discovery_timeout,
+        )
+        self._counter = CounterSource(
+            self._model,
+            base_url=endpoint,
+            api_key=key,
+            vendor=vendor if vendor_host else None,
+            family=lambda: self._info.get().tokenizer,
             timeout=discovery_timeout,
         )
 
@@ -230,3 +344,8 @@ class SdkProvider:
         Discovery happens once, bounded by ``discovery_timeout``, and never raises.
         """
         return self._info.get()
+
+    def count_endpoint(self) -> RemoteCounter | None:
+        """The endpoint's own token-count API (found once, never raising), for exact
+        counts near the edge; a ``ToolLoop`` hands it to its manager."""
+        return self._counter.get()

@@ -46,6 +46,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         'pip install "windowguard[anthropic]"'
     ) from exc
 
+from ..accounting.remote import RemoteCounter
 from ..catalog import ModelInfo
 from ..exceptions import ConfigurationError, ProviderError
 from ..failures import classify_failure
@@ -118,6 +119,7 @@ class _AnthropicBase(SdkProvider):
             model,
             client,
             default_host=_DEFAULT_HOST,
+            vendor="anthropic",
             api_key=api_key,
             model_info=model_info,
             discover=discover,
@@ -386,6 +388,11 @@ class AsyncAnthropicProvider(OwnsAsyncClient, _AnthropicBase):
     async def amodel_info(self) -> ModelInfo:
         """:meth:`model_info` without blocking the event loop during discovery."""
         return await self._info.aget()
+
+    async def acount_endpoint(self) -> RemoteCounter | None:
+        """:meth:`count_endpoint` without blocking the event loop while probing."""
+        await self._info.aget()  # the family picks the template text-only APIs need
+        return await self._counter.aget()
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         """Send ``request`` and return the model's answer.

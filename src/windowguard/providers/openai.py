@@ -42,6 +42,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         'windowguard.providers.openai needs the openai SDK: pip install "windowguard[openai]"'
     ) from exc
 
+from ..accounting.remote import RemoteCounter
 from ..catalog import ModelInfo
 from ..exceptions import ConfigurationError, ProviderError
 from ..failures import Failure, FailureKind, classify_failure
@@ -121,6 +122,7 @@ class _OpenAIChatBase(SdkProvider):
             model,
             client,
             default_host=_DEFAULT_HOST,
+            vendor="openai",
             api_key=api_key,
             model_info=model_info,
             discover=discover,
@@ -365,6 +367,11 @@ class AsyncOpenAIChatProvider(OwnsAsyncClient, _OpenAIChatBase):
     async def amodel_info(self) -> ModelInfo:
         """:meth:`model_info` without blocking the event loop during discovery."""
         return await self._info.aget()
+
+    async def acount_endpoint(self) -> RemoteCounter | None:
+        """:meth:`count_endpoint` without blocking the event loop while probing."""
+        await self._info.aget()  # the family picks the template text-only APIs need
+        return await self._counter.aget()
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         """Send ``request`` and return the model's answer.
