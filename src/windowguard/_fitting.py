@@ -182,6 +182,17 @@ class FitContext:
 
         return cost
 
+    def typical_turn(self, factor: float, recent: int = 8) -> int:
+        """The mean best count of the newest ``recent`` turns (0 without turns)."""
+        starts = self.seg.turn_starts
+        if not starts:
+            return 0
+        first = starts[max(0, len(starts) - recent)]
+        measured, est, _ = self.run.ledger.prefixes()
+        end = self.end
+        tokens = measured[end] - measured[first] + math.ceil((est[end] - est[first]) * factor)
+        return tokens // min(recent, len(starts))
+
     def count(self, kept_from: int, factor: float) -> Count:
         """The best count of the request keeping turns from ``kept_from``."""
         found = self.run.ledger.count(

@@ -56,7 +56,7 @@ from typing import Any
 
 from ._fitting import Composition, Count, Fit, FitContext, build_fit, learn
 from ._transcript import RequestParts, Transcript, update_transcript
-from .accounting import CounterArg, choose_sources
+from .accounting import CounterArg, choose_sources, infer_family
 from .accounting.local import TemplateAccounting
 from .accounting.remote import CountQuery, RemoteCounter, RemoteCountError
 from .adapters import check_format, check_messages
@@ -67,6 +67,7 @@ from .events import (
     Event,
     RemoteCounted,
     RemoteCountFailed,
+    TokenizerInferred,
     TranscriptDeferred,
     TranscriptPruned,
 )
@@ -81,6 +82,8 @@ logger = logging.getLogger("windowguard")
 
 DEFAULT_FALLBACK_WINDOW = 8192
 DEFAULT_MAX_REMOTE_COUNTS = 2
+DEFAULT_HOLD_TURNS = 4
+"""A low-water prune must free room for this many typical turns (decision 0003)."""
 """Remote counts one send may ask for (a confirmation, then the pruned request)."""
 
 RemoteAnswer = int | BaseException
@@ -118,6 +121,10 @@ class ContextWindowManager:
             keeps that cut while requests fit, so the prompt prefix stays stable for the
             provider's cache; ``"minimal"`` drops just enough to fit each send.
         low_water: the fraction of the budget a low-water prune drops down to.
+        hold_turns: a low-water prune drops below what fits only when the room it frees
+            holds this many typical recent turns; with turns that large against the
+            window the cut would move again at once, so it drops just enough (0: always
+            drop to the mark).
         max_remote_counts: remote counts one send may ask for (0 disables them).
     """
 
@@ -135,6 +142,7 @@ class ContextWindowManager:
         overrides: OverridesArg = None,
         pruning: PruningPolicy = "low_water",
         low_water: float = 0.7,
+        hold_turns: int = DEFAULT_HOLD_TURNS,
         max_remote_counts: int = DEFAULT_MAX_REMOTE_COUNTS,
     ) -> None:
         if model is not None and not isinstance(model, str):
@@ -149,6 +157,8 @@ class ContextWindowManager:
             raise ConfigurationError(f"pruning must be one of {POLICIES}, got {pruning!r}")
         if not isinstance(low_water, (int, float)) or not 0.1 <= low_water <= 1.0:
             raise ConfigurationError(f"low_water must lie in [0.1, 1.0], got {low_water!r}")
+        if not isinstance(hold_turns, int) or isinstance(hold_turns, bool) or hold_turns < 0:
+            raise ConfigurationError(f"hold_turns must be a non-negative int, got {hold_turns!r}")
         if (
             not isinstance(max_remote_counts, int)
             or isinstance(max_remote_counts, bool)
@@ -159,6 +169,7 @@ class ContextWindowManager:
             )
         self.pruning: PruningPolicy = pruning
         self.low_water = float(low_water)
+        self.hold_turns = hold_turns
         self.model = model
         self.model_info = _resolve_model_info(
             model, model_info, fallback_window, tokenizer, overrides
@@ -172,6 +183,7 @@ class ContextWindowManager:
         self.local: TemplateAccounting | None = sources.local
         self.remote: RemoteCounter | None = sources.remote
         self._auto_remote = sources.auto_remote
+        self._auto_local = sources.auto_local
         self.calibration = Calibration()
         self._run: Transcript | None = None
         self._parts = RequestParts(self.estimator)
@@ -429,6 +441,7 @@ class ContextWindowManager:
         distrust, self._distrust = self._distrust, False
         dropped = self._choose(ctx)
         if self._near_edge(ctx, dropped) or distrust:
+            self._infer_tokenizer(ctx, events)
             if self._count_locally(ctx):
                 dropped = self._choose(ctx)
             while calls < self.max_remote_counts and self.remote is not None:
@@ -467,6 +480,8 @@ class ContextWindowManager:
             policy=self.pruning,
             low_water=self.low_water,
             anchor=ctx.run.anchor,
+            turn_tokens=ctx.typical_turn(self.calibration.factor) if self.hold_turns else 0,
+            hold_turns=self.hold_turns,
         )
 
     def _near_edge(self, ctx: FitContext, dropped: int | None) -> bool:
@@ -533,6 +548,33 @@ class ContextWindowManager:
                 source=self._source_of(count),
                 floor=self.floor,
             )
+
+    def _infer_tokenizer(self, ctx: FitContext, events: list[Event]) -> None:
+        """For a model of unknown family, name its tokenizer from the first exact base
+        (framing + tools + head, reported alone), once per run."""
+        if not self._auto_local or self.local is not None:
+            return
+        base = ctx.run.ledger.bases.get(ctx.key)
+        if base is None or base.span is not None:
+            return
+        self._auto_local = False
+        head = [e.shape for e in ctx.run.ledger.entries[: ctx.seg.head_stop]]
+        tools, system_raw = ctx.fixed.tools, ctx.fixed.system_raw
+
+        def count_with(accounting: TemplateAccounting) -> int:
+            counted = accounting.fixed_tokens(tools) + system_raw
+            return counted + sum(accounting.message_tokens(shape) for shape in head)
+
+        found = infer_family(base.tokens, count_with)
+        if found is not None:
+            self.local, counted = found
+            events.append(
+                TokenizerInferred(
+                    family=self.local.family, reported_tokens=base.tokens, counted_tokens=counted
+                )
+            )
+            family = self.local.family
+            logger.info("the model counts like %s (%d of %d tokens)", family, counted, base.tokens)
 
     def _count_locally(self, ctx: FitContext) -> bool:
         """Count the unmeasured parts exactly with the local tokenizer, if any."""

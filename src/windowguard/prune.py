@@ -19,7 +19,10 @@ Two policies decide *how much* to drop once something must go:
   drops down to a fraction of the budget (``low_water``, 0.7 by default) and then keeps
   that cut point while the requests still fit: the following sends append to an
   unchanged prefix, and the provider's prompt cache hits until the budget is reached
-  again (Anthropic's context editing has ``clear_at_least`` for the same reason).
+  again (Anthropic's context editing has ``clear_at_least`` for the same reason). It does
+  so only when the room it frees holds several typical turns (``hold_turns``): where
+  turns are large against the window, the cut would move again within a send or two
+  anyway, so it drops just enough, as ``"minimal"`` does.
 Both are turn-atomic, keep the head and the newest turn, are deterministic for the
 same sequence of calls, and fit or raise.
 """
@@ -80,6 +83,8 @@ def choose_drop(
     policy: PruningPolicy = "low_water",
     low_water: float = 0.7,
     anchor: int | None = None,
+    turn_tokens: int = 0,
+    hold_turns: int = 0,
 ) -> int | None:
     """How many oldest turns to drop under ``policy``.
 
@@ -91,6 +96,11 @@ def choose_drop(
         low_water: the fraction of the budget a ``low_water`` prune drops down to.
         anchor: the message index where the previous send's kept turns began; a
             ``low_water`` policy keeps it while the request still fits.
+        turn_tokens: what a typical recent turn costs.
+        hold_turns: a ``low_water`` prune drops below what fits only when the room it
+            frees holds at least this many typical turns; otherwise the cut would move
+            again within a send or two anyway, and the context would be lost for
+            nothing, so it drops just enough (0: always drop to the mark).
 
     Returns:
         The number of oldest turns to drop, or None when head + newest turn cannot fit.
@@ -103,5 +113,8 @@ def choose_drop(
         kept_from = bisect_left(turn_starts, anchor)
         if kept_from < turns and turn_starts[kept_from] == anchor and kept_from >= minimal:
             return kept_from
-    lower = turns_to_drop(cost=cost, turns=turns, budget=math.floor(budget * low_water))
+    mark = math.floor(budget * low_water)
+    if hold_turns and budget - mark < hold_turns * turn_tokens:
+        return minimal
+    lower = turns_to_drop(cost=cost, turns=turns, budget=mark)
     return minimal if lower is None else max(lower, minimal)
