@@ -32,6 +32,7 @@ from windowguard.events import (
     RetryScheduled,
     RunFinished,
     RunStarted,
+    TokenizerInferred,
     ToolCallEvent,
     ToolResultEvent,
     TranscriptDeferred,
@@ -93,6 +94,7 @@ def one_of_each() -> list[Event]:
             drift=0,
         ),
         RemoteCounted(counter="vllm POST /tokenize", tokens=99_000, messages=40, purpose="confirm"),
+        TokenizerInferred(family="o200k", reported_tokens=1617, counted_tokens=1617),
         RemoteCountFailed(
             counter="vllm POST /tokenize", error="timed out after 2.0 s", fallback="heuristic:qwen"
         ),

@@ -44,6 +44,7 @@ from .events import MaxTokensShrunk as MaxTokensShrunk
 from .events import PressureThresholdCrossed as PressureThresholdCrossed
 from .events import RemoteCounted as RemoteCounted
 from .events import RemoteCountFailed as RemoteCountFailed
+from .events import TokenizerInferred as TokenizerInferred
 from .events import TranscriptDeferred as TranscriptDeferred
 from .events import TranscriptPruned as TranscriptPruned
 from .events import UsageMeasured as UsageMeasured
@@ -172,6 +173,7 @@ __all__ = [
     "TerminationReason",
     "TiktokenCounter",
     "TokenCounter",
+    "TokenizerInferred",
     "Tool",
     "ToolLoop",
     "TranscriptDeferred",

@@ -32,6 +32,7 @@ __all__ = [
     "RetryScheduled",
     "RunFinished",
     "RunStarted",
+    "TokenizerInferred",
     "ToolCallEvent",
     "ToolResultEvent",
     "TranscriptDeferred",
@@ -121,6 +122,18 @@ class UsageMeasured(Event):
     messages: int
     with_base: bool
     drift: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TokenizerInferred(Event):
+    """A model nobody named a tokenizer for counts like ``family``: its installed exact
+    tokenizer counted a reported request at ``counted_tokens`` against the provider's
+    ``reported_tokens``, so it now counts what the ledger has not measured."""
+
+    kind: ClassVar[str] = "tokenizer_inferred"
+    family: str
+    reported_tokens: int
+    counted_tokens: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

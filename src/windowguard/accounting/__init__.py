@@ -18,15 +18,19 @@ Sources, in order of trust:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, cast
 
 from ..counters import TokenCounter
 from ..exceptions import ConfigurationError
-from .local import TEMPLATE_OF, TemplateAccounting, local_accounting
+from .local import LOCAL_FAMILIES, TEMPLATE_OF, TemplateAccounting, local_accounting
 from .remote import RemoteCounter
 
-__all__ = ["CounterArg", "Sources", "choose_sources"]
+__all__ = ["INFERENCE_TOLERANCE", "CounterArg", "Sources", "choose_sources", "infer_family"]
+
+INFERENCE_TOLERANCE = 0.02
+"""How close a local count must come to a provider's report to name the tokenizer."""
 
 CounterArg = TokenCounter | RemoteCounter | Literal["auto", "heuristic"] | None
 """What a manager's ``counter=`` may be."""
@@ -41,11 +45,14 @@ class Sources:
         remote: the serving endpoint's count API.
         auto_remote: whether a count API found later (by a ``ToolLoop``'s provider or
             :meth:`~windowguard.ContextWindowManager.from_endpoint`) may be adopted.
+        auto_local: whether a local tokenizer may be inferred from provider reports
+            when the model's family is unknown (:func:`infer_family`).
     """
 
     local: TemplateAccounting | None
     remote: RemoteCounter | None
     auto_remote: bool
+    auto_local: bool = False
 
 
 def choose_sources(counter: CounterArg, family: str | None) -> Sources:
@@ -64,7 +71,8 @@ def choose_sources(counter: CounterArg, family: str | None) -> Sources:
         ConfigurationError: anything else.
     """
     if counter is None or counter == "auto":
-        return Sources(local=local_accounting(family), remote=None, auto_remote=True)
+        local = local_accounting(family)
+        return Sources(local=local, remote=None, auto_remote=True, auto_local=local is None)
     if counter == "heuristic":
         return Sources(local=None, remote=None, auto_remote=False)
     if isinstance(counter, str):
@@ -73,7 +81,8 @@ def choose_sources(counter: CounterArg, family: str | None) -> Sources:
             f"got {counter!r}"
         )
     if callable(getattr(counter, "acount", None)) and isinstance(counter, RemoteCounter):
-        return Sources(local=local_accounting(family), remote=counter, auto_remote=False)
+        local = local_accounting(family)
+        return Sources(local=local, remote=counter, auto_remote=False, auto_local=local is None)
     if not callable(getattr(counter, "count", None)):
         raise ConfigurationError(
             "counter must have a count(text) -> int method (a TokenCounter) or be a "
@@ -82,3 +91,38 @@ def choose_sources(counter: CounterArg, family: str | None) -> Sources:
     template_family = family if family is not None and family in TEMPLATE_OF else "o200k"
     local = TemplateAccounting(template_family, cast(TokenCounter, counter))
     return Sources(local=local, remote=None, auto_remote=False)
+
+
+def infer_family(
+    reported: int, count_with: Callable[[TemplateAccounting], int]
+) -> tuple[TemplateAccounting, int] | None:
+    """The installed tokenizer family that counts a reported request the way the
+    provider did, for a model whose family nobody named.
+
+    Every family with an exact tokenizer installed counts the request
+    (``count_with(accounting)``, e.g. framing + tools + head); the closest wins when it
+    is within :data:`INFERENCE_TOLERANCE` of ``reported``. Families are tried in
+    loading-cost order and an exact match stops the search, so the common case loads one
+    vocabulary. A wrong match costs little: what it counts is still scaled by the run's
+    calibration, which grows if it under-counts, and the ledger measures every send.
+
+    Returns:
+        ``(accounting, count)`` of the family chosen, or None.
+    """
+    best: tuple[float, TemplateAccounting, int] | None = None
+    for family in LOCAL_FAMILIES:
+        accounting = local_accounting(family)
+        if accounting is None:
+            continue
+        try:
+            counted = count_with(accounting)
+        except Exception:  # a tokenizer that fails to load or count is no candidate
+            continue
+        error = abs(counted - reported) / max(reported, 1)
+        if best is None or error < best[0]:
+            best = (error, accounting, counted)
+        if counted == reported:
+            break
+    if best is None or best[0] > INFERENCE_TOLERANCE:
+        return None
+    return best[1], best[2]

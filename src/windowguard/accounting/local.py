@@ -23,9 +23,11 @@ never an error: the heuristic then covers it.
 
 Invariant: :class:`TemplateAccounting` charges each message the tokens it adds to a
 prompt on its own (:func:`windowguard.templates.count_message`), so the sum over a
-request's messages plus :meth:`TemplateAccounting.fixed_tokens` is at or above the
-template's exact count of the whole request (checked on the corpus by the tests), and
-within a few tokens per message of it.
+request's messages plus :meth:`TemplateAccounting.fixed_tokens` is within a few tokens
+per message above the template's exact count of the whole request, and at most two
+below it where a template joins texts (Mistral writes the system prompt into the last
+user message; the joined text can take one token more than its parts): the run's
+calibration, never below 1.05, covers that (checked on the corpus by the tests).
 """
 
 from __future__ import annotations
