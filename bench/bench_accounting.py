@@ -10,8 +10,10 @@ with the server's own 400. The agent reads real files (60-300 lines), runs comma
 Rows: window 16,384 (max_tokens 2,048) and 32,768 (max_tokens 4,096) x
 
 * **count endpoint**: emulator flavour ``vllm`` (vLLM serves ``POST /tokenize``);
-* **usage only**: flavour ``openai`` serving a model no catalog knows, the window given
-  explicitly; only the usage each reply reports can tell the manager the truth;
+* **usage only**: flavour ``openai`` serving a model no catalog knows and no count API,
+  the window given explicitly: the usage each reply reports and a tokenizer inferred
+  from it are all the manager has;
+* **usage only, heuristic**: the same with ``counter="heuristic"`` (no local tokenizer);
 * **no windowguard** (reference): ``manager=None``, the full transcript every send.
 
 The manager is built in exactly one place, :func:`make_manager`.
@@ -83,7 +85,7 @@ tests that cover it and propose a fix with the tests to add."""
 class Config:
     """One row: a window and how the manager can learn exact counts."""
 
-    accounting: str  # "count endpoint" | "usage only" | "no windowguard"
+    accounting: str  # "count endpoint" | "usage only" | "usage only, heuristic" | "no windowguard"
     flavor: str
     window: int
     max_tokens: int
@@ -94,23 +96,24 @@ class Config:
 
 
 def make_manager(provider: RecordingProvider, config: Config) -> wg.ContextWindowManager | None:
-    """The manager for one row: the ONE place to change when the accounting API lands.
+    """The manager for one row, built the way the README says.
 
-    Today: the README's way. With a count endpoint (vLLM) the window is discovered by the
-    provider; with usage only the window is given explicitly for a model the catalog does
-    not know. Neither names a tokenizer family, so the estimator starts from its most
-    conservative priors and only the calibration from reported usage corrects it.
+    * count endpoint: the window discovered by the provider (vLLM's ``max_model_len``);
+      the ``ToolLoop`` hands the manager the ``/tokenize`` API its provider discovered.
+    * usage only: the window given explicitly for a model no catalog knows; the ledger
+      learns from every report, and the installed tokenizer that counts the first report
+      exactly is inferred (``tokenizer_inferred``).
+    * usage only, heuristic: the same with ``counter="heuristic"``: the ledger and the
+      tokenizer-free heuristic (the unknown family: the maximum over known families).
     """
-    # When ContextWindowManager.from_endpoint(base_url, model) lands, the count-endpoint
-    # row becomes `wg.ContextWindowManager.from_endpoint(provider.endpoint, MODEL)` (window,
-    # family and /tokenize discovered); if ToolLoop wires its provider's count endpoint
-    # into the manager itself, keep the README's line below and check "other HTTP
-    # requests" shows POST /tokenize. The usage-only row stays as it is.
     if not config.managed:
         return None
     if config.accounting == "count endpoint":
         return wg.ContextWindowManager(model_info=provider.model_info())
-    return wg.ContextWindowManager(MODEL, model_info=wg.ModelInfo(config.window, source="explicit"))
+    info = wg.ModelInfo(config.window, source="explicit")
+    if config.accounting == "usage only, heuristic":
+        return wg.ContextWindowManager(MODEL, model_info=info, counter="heuristic")
+    return wg.ContextWindowManager(MODEL, model_info=info)
 
 
 # --- the emulated model ------------------------------------------------------------------
@@ -318,6 +321,7 @@ def run_one(config: Config, iterations: int, seed: int, counter: TiktokenCounter
             model=MODEL,
             scenario=agent,
             seed=seed,
+            count_apis=None if config.accounting == "count endpoint" else "none",
         ) as emu,
     ):
         provider = RecordingProvider(MODEL, base_url=emu.base_url, api_key="bench")
@@ -591,6 +595,7 @@ def main() -> None:
         for accounting, flavor in (
             ("count endpoint", "vllm"),
             ("usage only", "openai"),
+            ("usage only, heuristic", "openai"),
             ("no windowguard", "vllm"),
         ):
             config = Config(

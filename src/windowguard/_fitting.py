@@ -19,7 +19,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
 from ._transcript import Fixed, Transcript
-from .accounting.ledger import REWRITES_HISTORY
+from .accounting.ledger import REWRITES_HISTORY, Factors
 from .accounting.local import TemplateAccounting
 from .accounting.remote import CountQuery
 from .budget import Budget
@@ -96,7 +96,7 @@ class Composition:
     head_stop: int
     kept_from: int
     end: int
-    base_raw: int
+    base_raw: tuple[int, int]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -162,48 +162,56 @@ class FitContext:
         return self._key
 
     @property
-    def fixed_raw(self) -> int:
-        """Framing, system and tools: the local exact count once made, else the heuristic."""
-        return self.fixed.raw if self.local_fixed is None else self.local_fixed
+    def fixed_raw(self) -> tuple[int, int]:
+        """Framing, system and tools as (heuristic, local): the local exact count once
+        made, else the heuristic's."""
+        if self.local_fixed is None:
+            return self.fixed.raw, 0
+        return 0, self.local_fixed
 
-    def cost_function(self, factor: float) -> Callable[[int], int]:
+    def cost_function(self, factors: Factors) -> Callable[[int], int]:
         """``cost(dropped)``: the best count after dropping that many oldest turns."""
         ledger = self.run.ledger
-        measured, est, _ = ledger.prefixes()
-        base_tokens, base_raw = ledger.base_part(
-            self.key, self.seg.head_stop, self.fixed_raw, factor
-        )
+        measured, est, local, _ = ledger.prefixes()
+        base = ledger.base_part(self.key, self.seg.head_stop, self.fixed_raw, factors)
         starts, head_stop, end = self.seg.turn_starts, self.seg.head_stop, self.end
-        m_end, e_end = base_tokens + measured[end], base_raw + est[end]
+        m_end, e_end, l_end = base[0] + measured[end], base[1] + est[end], base[2] + local[end]
+        f_raw, f_local = factors.heuristic, factors.local
 
         def cost(dropped: int) -> int:
-            kept_from = starts[dropped] if dropped else head_stop
-            return m_end - measured[kept_from] + math.ceil((e_end - est[kept_from]) * factor)
+            at = starts[dropped] if dropped else head_stop
+            return (
+                m_end
+                - measured[at]
+                + math.ceil((e_end - est[at]) * f_raw)
+                + math.ceil((l_end - local[at]) * f_local)
+            )
 
         return cost
 
-    def typical_turn(self, factor: float, recent: int = 8) -> int:
+    def typical_turn(self, factors: Factors, recent: int = 8) -> int:
         """The mean best count of the newest ``recent`` turns (0 without turns)."""
         starts = self.seg.turn_starts
         if not starts:
             return 0
         first = starts[max(0, len(starts) - recent)]
-        measured, est, _ = self.run.ledger.prefixes()
+        measured, est, local, _ = self.run.ledger.prefixes()
         end = self.end
-        tokens = measured[end] - measured[first] + math.ceil((est[end] - est[first]) * factor)
+        tokens = measured[end] - measured[first]
+        tokens += factors.apply(est[end] - est[first], local[end] - local[first])
         return tokens // min(recent, len(starts))
 
-    def count(self, kept_from: int, factor: float) -> Count:
+    def count(self, kept_from: int, factors: Factors) -> Count:
         """The best count of the request keeping turns from ``kept_from``."""
         found = self.run.ledger.count(
             key=self.key,
             head_stop=self.seg.head_stop,
             kept_from=kept_from,
             end=self.end,
-            fixed_raw=self.fixed_raw,
-            factor=factor,
+            fixed=self.fixed_raw,
+            factors=factors,
         )
-        tokens = found.measured + math.ceil(found.raw * factor)
+        tokens = found.measured + factors.apply(found.raw, found.local)
         return Count(tokens=tokens, measured=found.measured, exact=found.exact)
 
     def count_locally(self, local: TemplateAccounting) -> None:
@@ -239,14 +247,16 @@ class FitContext:
 
     def composition(self, kept_from: int) -> Composition:
         """The composition of the request keeping turns from ``kept_from``."""
-        _, est, _ = self.run.ledger.prefixes()
+        _, est, local, _ = self.run.ledger.prefixes()
+        head_stop = self.seg.head_stop
+        fixed_raw, fixed_local = self.fixed_raw
         return Composition(
             run=self.run,
             key=self.key,
-            head_stop=self.seg.head_stop,
+            head_stop=head_stop,
             kept_from=kept_from,
             end=self.end,
-            base_raw=self.fixed_raw + est[self.seg.head_stop],
+            base_raw=(fixed_raw + est[head_stop], fixed_local + local[head_stop]),
         )
 
     def query(
@@ -269,11 +279,12 @@ def learn(
     total: int,
     *,
     calibration: Calibration,
+    local_calibration: Calibration,
     family: str,
     origin: str,
 ) -> UsageMeasured:
     """Attribute the exact prompt size of one request to what it held, and grow the
-    calibration from what it newly measured (ADR-107, on the estimated part only).
+    calibration of whatever estimated what it newly measured (ADR-107's only rises).
 
     Returns:
         The ``usage_measured`` event saying what was learnt.
@@ -284,18 +295,24 @@ def learn(
         head_stop=composition.head_stop,
         kept_from=composition.kept_from,
         end=composition.end,
-        base_estimate_raw=composition.base_raw,
-        factor=calibration.factor,
+        base_estimate=composition.base_raw,
+        factors=Factors(calibration.factor, local_calibration.factor),
         rewrites_history=family in REWRITES_HISTORY,
     )
-    if observation.estimate_raw > 0 and observation.measured > 0:
-        calibration.observe(observation.measured, observation.estimate_raw)
+    raw, counted, measured = observation.estimate_raw, observation.estimate_local, 0
+    measured = observation.measured
+    if measured > 0 and raw + counted > 0:
+        # A span estimated by one source calibrates that source; a mixed one both.
+        if raw:
+            calibration.observe(measured, raw + counted)
+        if counted:
+            local_calibration.observe(measured, raw + counted)
     return UsageMeasured(
         origin=origin,
         total_tokens=observation.total,
         known_tokens=observation.known,
         measured_tokens=observation.measured,
-        estimated_tokens=observation.estimate_raw,
+        estimated_tokens=raw + counted,
         messages=observation.messages,
         with_base=observation.with_base,
         drift=observation.drift,
@@ -314,7 +331,7 @@ def build_fit(
     remote_counts: int,
     model_info: ModelInfo,
     floor: int,
-    factor: float,
+    factors: Factors,
     counter_name: str,
 ) -> Fit:
     """The :class:`Fit` of what will be sent: ``max_tokens`` fitted by the shrink guard
@@ -341,7 +358,7 @@ def build_fit(
         window=window,
         budget=budget.input_tokens,
         pressure=estimated / window,
-        calibration=factor,
+        calibration=factors.heuristic,
         source=model_info.source,
         measured_tokens=count.measured,
         exact=count.exact,

@@ -57,6 +57,7 @@ from typing import Any
 from ._fitting import Composition, Count, Fit, FitContext, build_fit, learn
 from ._transcript import RequestParts, Transcript, update_transcript
 from .accounting import CounterArg, choose_sources, infer_family
+from .accounting.ledger import Factors
 from .accounting.local import TemplateAccounting
 from .accounting.remote import CountQuery, RemoteCounter, RemoteCountError
 from .adapters import check_format, check_messages
@@ -82,6 +83,11 @@ logger = logging.getLogger("windowguard")
 
 DEFAULT_FALLBACK_WINDOW = 8192
 DEFAULT_MAX_REMOTE_COUNTS = 2
+LOCAL_CALIBRATION_SEED = 1.0
+"""Local exact counts start uncalibrated: they are the template's own count, within a
+token or two; their factor grows only if reports show them short."""
+NEAR_EDGE = 0.9
+"""A send whose estimate reaches this share of the budget is near the edge."""
 DEFAULT_HOLD_TURNS = 4
 """A low-water prune must free room for this many typical turns (decision 0003)."""
 """Remote counts one send may ask for (a confirmation, then the pruned request)."""
@@ -185,6 +191,7 @@ class ContextWindowManager:
         self._auto_remote = sources.auto_remote
         self._auto_local = sources.auto_local
         self.calibration = Calibration()
+        self.local_calibration = Calibration(LOCAL_CALIBRATION_SEED)
         self._run: Transcript | None = None
         self._parts = RequestParts(self.estimator)
         self._sent: Composition | None = None
@@ -277,6 +284,7 @@ class ContextWindowManager:
     def reset(self) -> None:
         """Start a new run: forget calibration, the ledger and cached estimates."""
         self.calibration.reset()
+        self.local_calibration.reset()
         self._run = None
         self._parts = RequestParts(self.estimator)
         self._sent = None
@@ -286,6 +294,7 @@ class ContextWindowManager:
         """A manager with the same configuration and fresh per-run state."""
         clone = _copy.copy(self)
         clone.calibration = Calibration()
+        clone.local_calibration = Calibration(LOCAL_CALIBRATION_SEED)
         clone._run = None
         clone._parts = RequestParts(self.estimator)
         clone._sent = None
@@ -457,13 +466,13 @@ class ContextWindowManager:
                     break
         if dropped is None:
             minimal = len(seg.turn_starts) - 1 if seg.turn_starts else 0
-            count = ctx.count(ctx.kept_from(minimal), self.calibration.factor)
+            count = ctx.count(ctx.kept_from(minimal), self._factors)
             if not count.exact and self.remote is not None and calls < self.max_remote_counts:
                 answer = yield ctx.query(ctx.kept_from(minimal), messages, system, self.model or "")
                 calls += 1
                 if self._counted(ctx, ctx.kept_from(minimal), answer, events, "refusal check"):
                     dropped = self._choose(ctx)
-                    count = ctx.count(ctx.kept_from(minimal), self.calibration.factor)
+                    count = ctx.count(ctx.kept_from(minimal), self._factors)
             if dropped is None:
                 self._refuse_or_keep(ctx, count)
                 dropped = minimal
@@ -474,28 +483,34 @@ class ContextWindowManager:
     def _choose(self, ctx: FitContext) -> int | None:
         turn_starts = ctx.seg.turn_starts
         return choose_drop(
-            cost=ctx.cost_function(self.calibration.factor),
+            cost=ctx.cost_function(self._factors),
             turn_starts=turn_starts,
             budget=ctx.budget.input_tokens,
             policy=self.pruning,
             low_water=self.low_water,
             anchor=ctx.run.anchor,
-            turn_tokens=ctx.typical_turn(self.calibration.factor) if self.hold_turns else 0,
+            turn_tokens=ctx.typical_turn(self._factors) if self.hold_turns else 0,
             hold_turns=self.hold_turns,
         )
 
     def _near_edge(self, ctx: FitContext, dropped: int | None) -> bool:
-        """Whether the send would prune anew, shrink ``max_tokens`` or refuse."""
+        """Whether the send would prune anew, shrink ``max_tokens`` or refuse, or its
+        estimate lies within a tenth of the budget (where an estimate's error matters)."""
         if dropped is None:
             return True
         if dropped and ctx.kept_from(dropped) != ctx.run.anchor:
+            return True
+        count = ctx.count(ctx.kept_from(dropped), self._factors)
+        if count.exact:
+            return False
+        budget = ctx.budget
+        if count.tokens >= NEAR_EDGE * budget.input_tokens:
             return True
         requested = ctx.requested
         if requested is None:
             return False
         reply = min(requested, self.model_info.max_output_tokens or requested)
-        tokens = ctx.count(ctx.kept_from(dropped), self.calibration.factor).tokens
-        return tokens + reply + ctx.budget.safety > ctx.budget.context_window
+        return count.tokens + reply + budget.safety > budget.context_window
 
     def _candidate(self, ctx: FitContext, dropped: int | None) -> int | None:
         """Where the request to count remotely keeps turns from, or None (all exact).
@@ -513,7 +528,7 @@ class ContextWindowManager:
                 least = position
         if dropped is not None:
             least = min(least, dropped)
-        cost = ctx.cost_function(self.calibration.factor)
+        cost = ctx.cost_function(self._factors)
         if cost(least) > 2 * ctx.budget.input_tokens:
             found = turns_to_drop(
                 cost=lambda d: cost(least + d),
@@ -522,8 +537,8 @@ class ContextWindowManager:
             )
             least = len(starts) - 1 if found is None else least + found
         kept_from = ctx.kept_from(max(least, 0))
-        if ctx.count(kept_from, self.calibration.factor).exact:
-            if dropped is None or ctx.count(ctx.kept_from(dropped), self.calibration.factor).exact:
+        if ctx.count(kept_from, self._factors).exact:
+            if dropped is None or ctx.count(ctx.kept_from(dropped), self._factors).exact:
                 return None
             return ctx.kept_from(dropped)
         return kept_from
@@ -620,10 +635,20 @@ class ContextWindowManager:
             return
         self._learn(sent, total, origin, self._pending)
 
+    @property
+    def _factors(self) -> Factors:
+        return Factors(self.calibration.factor, self.local_calibration.factor)
+
     def _learn(self, sent: Composition, total: int, origin: str, events: list[Event]) -> None:
-        family = self.estimator.tokenizer
-        calibration = self.calibration
-        events.append(learn(sent, total, calibration=calibration, family=family, origin=origin))
+        event = learn(
+            sent,
+            total,
+            calibration=self.calibration,
+            local_calibration=self.local_calibration,
+            family=self.local.family if self.local is not None else self.estimator.tokenizer,
+            origin=origin,
+        )
+        events.append(event)
 
     # -- results ---------------------------------------------------------------------
 
@@ -639,7 +664,7 @@ class ContextWindowManager:
         previous_cut = run.anchor
         kept_from = ctx.kept_from(dropped)
         run.anchor = kept_from if dropped else None
-        count = ctx.count(kept_from, self.calibration.factor)
+        count = ctx.count(kept_from, self._factors)
         if dropped:
             cut_from, cut_to = seg.head_stop, kept_from
             kept = list(messages[:cut_from])
@@ -655,7 +680,7 @@ class ContextWindowManager:
                 if guard.problems:
                     run.anchor = None
                     return self._deferred(messages, ctx, guard.problems, events)
-            before = ctx.cost_function(self.calibration.factor)(0)
+            before = ctx.cost_function(self._factors)(0)
             events.append(
                 TranscriptPruned(
                     dropped_turns=dropped,
@@ -704,7 +729,7 @@ class ContextWindowManager:
             remote_counts=calls,
             model_info=self.model_info,
             floor=self.floor,
-            factor=self.calibration.factor,
+            factors=self._factors,
             counter_name=self.counter_name,
         )
 
@@ -715,7 +740,7 @@ class ContextWindowManager:
         problems: tuple[Problem, ...],
         events: list[Event],
     ) -> Fit:
-        count = ctx.count(ctx.seg.head_stop, self.calibration.factor)
+        count = ctx.count(ctx.seg.head_stop, self._factors)
         self._sent = ctx.composition(ctx.seg.head_stop)
         described = tuple(str(p) for p in problems)
         logger.warning(

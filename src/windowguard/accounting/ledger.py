@@ -45,6 +45,7 @@ __all__ = [
     "REWRITES_HISTORY",
     "BaseValue",
     "Entry",
+    "Factors",
     "Ledger",
     "Observation",
     "RequestCount",
@@ -84,6 +85,12 @@ class Entry:
         """The best raw estimate: the local exact count when known, else the heuristic."""
         return self.raw if self.local is None else self.local
 
+    def calibrated(self, factors: Factors) -> int:
+        """The best estimate, scaled by the factor of the source that made it."""
+        if self.local is None:
+            return math.ceil(self.raw * factors.heuristic)
+        return math.ceil(self.local * factors.local)
+
 
 class Span:
     """Messages ``[start, stop)`` (and a base, when ``base_key`` is set) measured together."""
@@ -98,6 +105,25 @@ class Span:
 
 
 @dataclass(frozen=True, slots=True)
+class Factors:
+    """The run's calibration factors: one for heuristic estimates (ADR-107's, seeded
+    above 1) and one for local exact counts (seeded at 1): each grows only from what the
+    reports say about its own estimates, so a heuristic under-count never inflates what
+    an exact tokenizer counted."""
+
+    heuristic: float
+    local: float
+
+    def apply(self, heuristic_raw: int, local_raw: int) -> int:
+        """The calibrated tokens of a heuristic and a local estimate."""
+        return math.ceil(heuristic_raw * self.heuristic) + math.ceil(local_raw * self.local)
+
+    def at_least(self, ratio: float) -> Factors:
+        """Both factors raised to ``ratio`` where they are below it."""
+        return Factors(max(self.heuristic, ratio), max(self.local, ratio))
+
+
+@dataclass(frozen=True, slots=True)
 class BaseValue:
     """A base's tokens: exact when ``span`` is None; else its share of a span measured
     together with messages (an upper bound alone, exact with the whole span)."""
@@ -108,11 +134,13 @@ class BaseValue:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RequestCount:
-    """What the ledger knows of one request: ``measured`` tokens, the ``raw`` estimate
-    of the rest (to calibrate), and whether ``measured`` is all of it, exactly."""
+    """What the ledger knows of one request: ``measured`` tokens, the raw estimates of
+    the rest (heuristic and local, to calibrate), and whether ``measured`` is all of it,
+    exactly."""
 
     measured: int
     raw: int
+    local: int
     exact: bool
 
 
@@ -125,7 +153,8 @@ class Observation:
         known: how much of it was known exactly before.
         measured: the tokens newly attributed (``total - known``, or the upper bound
             taken instead when the template may have rewritten history).
-        estimate_raw: the raw estimate of what was newly measured.
+        estimate_raw: the heuristic's raw estimate of what was newly measured.
+        estimate_local: the local exact count of what was newly measured.
         messages: how many messages the new span holds.
         with_base: whether the base was measured in it.
         drift: for a request known exactly already, ``total - known``.
@@ -135,6 +164,7 @@ class Observation:
     known: int
     measured: int
     estimate_raw: int
+    estimate_local: int
     messages: int
     with_base: bool
     drift: int = 0
@@ -148,13 +178,23 @@ class Ledger:
     the raw estimates of the unmeasured entries, and how many entries are unmeasured.
     """
 
-    __slots__ = ("_dirty", "_est", "_measured", "_unmeasured", "_walks", "bases", "entries")
+    __slots__ = (
+        "_dirty",
+        "_est",
+        "_local",
+        "_measured",
+        "_unmeasured",
+        "_walks",
+        "bases",
+        "entries",
+    )
 
     def __init__(self) -> None:
         self.entries: list[Entry] = []
         self.bases: dict[Hashable, BaseValue] = {}
         self._measured: list[int] = [0]
         self._est: list[int] = [0]
+        self._local: list[int] = [0]
         self._unmeasured: list[int] = [0]
         self._dirty = 0
         self._walks: dict[tuple[int, int], int] = {}
@@ -197,26 +237,32 @@ class Ledger:
         self._dirty = min(self._dirty, index)
         self._walks.clear()
 
-    def prefixes(self) -> tuple[list[int], list[int], list[int]]:
-        """Prefix sums of measured values, unmeasured estimates and unmeasured counts."""
+    def prefixes(self) -> tuple[list[int], list[int], list[int], list[int]]:
+        """Prefix sums over the entries: measured values; heuristic estimates and local
+        counts of the unmeasured ones; how many are unmeasured."""
         entries = self.entries
-        measured, est, unmeasured = self._measured, self._est, self._unmeasured
+        measured, est, local, unmeasured = self._measured, self._est, self._local, self._unmeasured
         start = self._dirty
         if start < len(entries) or len(measured) != len(entries) + 1:
-            del measured[start + 1 :], est[start + 1 :], unmeasured[start + 1 :]
-            m, e, u = measured[start], est[start], unmeasured[start]
+            del measured[start + 1 :], est[start + 1 :], local[start + 1 :]
+            del unmeasured[start + 1 :]
+            m, e, c, u = measured[start], est[start], local[start], unmeasured[start]
             for entry in entries[start:]:
                 value = entry.measured
-                if value is None:
-                    e += entry.estimate
-                    u += 1
-                else:
+                if value is not None:
                     m += value
+                else:
+                    u += 1
+                    if entry.local is None:
+                        e += entry.raw
+                    else:
+                        c += entry.local
                 measured.append(m)
                 est.append(e)
+                local.append(c)
                 unmeasured.append(u)
             self._dirty = len(entries)
-        return measured, est, unmeasured
+        return measured, est, local, unmeasured
 
     # -- queries -----------------------------------------------------------------------
 
@@ -254,28 +300,28 @@ class Ledger:
         return value, whole
 
     def base_part(
-        self, key: Hashable, head_stop: int, fixed_raw: int, factor: float
-    ) -> tuple[int, int]:
-        """The base's (measured tokens, raw estimate still to calibrate).
+        self, key: Hashable, head_stop: int, fixed: tuple[int, int], factors: Factors
+    ) -> tuple[int, int, int]:
+        """The base's (measured tokens, heuristic raw, local raw) still to calibrate.
 
         A measured base is its tokens. An unmeasured one is estimated: framing, system
-        and tools (``fixed_raw``) plus the head; or, when a base with the same head but
-        other tools or system was measured, that base plus this one's framing, system
-        and tools (base = fixed + head), whichever is smaller.
+        and tools (``fixed``: heuristic, local) plus the head; or, when a base with the
+        same head but other tools or system was measured, that base plus this one's
+        framing, system and tools (base = fixed + head), whichever is smaller.
         """
         value = self.bases.get(key)
         if value is not None:
-            return value.tokens, 0
-        _, est, _ = self.prefixes()
-        raw = fixed_raw + est[head_stop]
+            return value.tokens, 0, 0
+        _, est, local, _ = self.prefixes()
+        raw, counted = fixed[0] + est[head_stop], fixed[1] + local[head_stop]
         head = key[1] if isinstance(key, tuple) else None
         bound = min(
             (v.tokens for k, v in self.bases.items() if isinstance(k, tuple) and k[1] == head),
             default=None,
         )
-        if bound is not None and bound + math.ceil(fixed_raw * factor) < math.ceil(raw * factor):
-            return bound, fixed_raw
-        return 0, raw
+        if bound is not None and bound + factors.apply(*fixed) < factors.apply(raw, counted):
+            return bound, fixed[0], fixed[1]
+        return 0, raw, counted
 
     def count(
         self,
@@ -284,8 +330,8 @@ class Ledger:
         head_stop: int,
         kept_from: int,
         end: int,
-        fixed_raw: int,
-        factor: float,
+        fixed: tuple[int, int],
+        factors: Factors,
     ) -> RequestCount:
         """What is known of the request holding the base and ``entries[kept_from:end]``.
 
@@ -294,11 +340,11 @@ class Ledger:
             head_stop: the head is ``entries[:head_stop]``.
             kept_from: the first kept message after the head.
             end: one past the last message.
-            fixed_raw: the raw estimate of framing, system and tools.
-            factor: the calibration factor (to compare estimates with bounds).
+            fixed: the raw estimate of framing, system and tools: (heuristic, local).
+            factors: the calibration factors (to compare estimates with bounds).
         """
-        measured, est, unmeasured = self.prefixes()
-        base_tokens, base_raw = self.base_part(key, head_stop, fixed_raw, factor)
+        measured, est, local, unmeasured = self.prefixes()
+        base_tokens, base_raw, base_local = self.base_part(key, head_stop, fixed, factors)
         _, base_exact = self.base(key, kept_from, end)
         exact = (
             base_exact
@@ -308,6 +354,7 @@ class Ledger:
         return RequestCount(
             measured=base_tokens + measured[end] - measured[kept_from],
             raw=base_raw + est[end] - est[kept_from],
+            local=base_local + local[end] - local[kept_from],
             exact=exact,
         )
 
@@ -321,8 +368,8 @@ class Ledger:
         head_stop: int,
         kept_from: int,
         end: int,
-        base_estimate_raw: int,
-        factor: float,
+        base_estimate: tuple[int, int],
+        factors: Factors,
         rewrites_history: bool,
     ) -> Observation:
         """Attribute the exact prompt size of one request to what it held.
@@ -333,17 +380,19 @@ class Ledger:
             head_stop: the head is ``entries[:head_stop]`` (inside the base).
             kept_from: the request held the head and ``entries[kept_from:end]``.
             end: see ``kept_from``.
-            base_estimate_raw: the raw estimate of the base (framing, system, tools, head).
-            factor: the run's calibration factor; back-filling scales estimates by it, or
-                by ``measured / estimate_raw`` when that is higher (the caller then raises
-                its calibration to the same ratio).
+            base_estimate: the raw estimate of the base (framing, system, tools, head):
+                (heuristic, local).
+            factors: the run's calibration factors; back-filling scales estimates by
+                them, or by ``measured / estimate`` where that is higher (the caller then
+                raises its calibration to the same ratio).
             rewrites_history: the family's template may have shortened measured turns.
 
         Returns:
-            What was learnt. The caller calibrates from ``measured / estimate_raw``.
+            What was learnt. The caller calibrates from ``measured`` against the
+            estimates.
         """
         base, base_known = self.base(key, kept_from, end)
-        measured_prefix, _, _ = self.prefixes()
+        measured_prefix = self.prefixes()[0]
         stop = self.whole_spans_from(kept_from, end)
         known = (base.tokens if base is not None and base_known else 0) + (
             measured_prefix[stop] - measured_prefix[kept_from]
@@ -366,39 +415,42 @@ class Ledger:
                 known=known,
                 measured=0,
                 estimate_raw=0,
+                estimate_local=0,
                 messages=0,
                 with_base=False,
                 drift=drift,
             )
         with_base = not base_known
-        estimate_raw = (base_estimate_raw if with_base else 0) + sum(
-            self.entries[i].estimate for i in rest
+        entries = self.entries
+        raw = (base_estimate[0] if with_base else 0) + sum(
+            entries[i].raw for i in rest if entries[i].local is None
         )
+        counted = (base_estimate[1] if with_base else 0) + sum(entries[i].local or 0 for i in rest)
         value = total - known
-        upper = min(total, math.ceil(estimate_raw * factor))
+        upper = min(total, factors.apply(raw, counted))
         if value < 0 or (rewrites_history and self._has_user_text(rest)):
             value = max(value, upper)
-        observation = Observation(
-            total=total,
-            known=known,
-            measured=value,
-            estimate_raw=estimate_raw,
-            messages=len(rest),
-            with_base=with_base,
-        )
-        if estimate_raw > 0:
-            factor = max(factor, value / estimate_raw)
+        if raw + counted > 0:
+            factors = factors.at_least(value / (raw + counted))
         self._record(
             rest=rest,
             value=value,
             key=key,
             with_base=with_base,
-            base_estimate=math.ceil(base_estimate_raw * factor),
-            factor=factor,
+            base_estimate=factors.apply(*base_estimate),
+            factors=factors,
             kept_from=kept_from,
         )
         del head_stop  # the head is inside the base; kept for the signature's clarity
-        return observation
+        return Observation(
+            total=total,
+            known=known,
+            measured=value,
+            estimate_raw=raw,
+            estimate_local=counted,
+            messages=len(rest),
+            with_base=with_base,
+        )
 
     def _has_user_text(self, indices: Sequence[int]) -> bool:
         return any(self.entries[i].shape.kind == "user" for i in indices)
@@ -411,7 +463,7 @@ class Ledger:
         key: Hashable,
         with_base: bool,
         base_estimate: int,
-        factor: float,
+        factors: Factors,
         kept_from: int,
     ) -> None:
         entries = self.entries
@@ -435,7 +487,7 @@ class Ledger:
             self.changed(old.start)
         for index in reversed(rest):
             entry = entries[index]
-            share = min(remaining, math.ceil(entry.estimate * factor))
+            share = min(remaining, entry.calibrated(factors))
             entry.measured = share
             entry.span = span
             remaining -= share
