@@ -58,7 +58,7 @@ from ._fitting import Composition, Count, Fit, FitContext, build_fit, learn
 from ._transcript import RequestParts, Transcript, update_transcript
 from .accounting import CounterArg, choose_sources, infer_family
 from .accounting.ledger import Factors
-from .accounting.local import TemplateAccounting
+from .accounting.local import TEMPLATE_OF, TemplateAccounting
 from .accounting.remote import CountQuery, RemoteCounter, RemoteCountError
 from .adapters import check_format, check_messages
 from .budget import compute_budget
@@ -75,6 +75,7 @@ from .events import (
 from .exceptions import ConfigurationError, ContextTruncatedError, InvalidTranscriptError
 from .prune import POLICIES, PruningPolicy, choose_drop, turns_to_drop
 from .shrink import DEFAULT_FLOOR, DEFAULT_SAFETY_BUFFER
+from .templates import TEXT_TEMPLATES
 from .turns import Problem, segment
 
 __all__ = ["DEFAULT_MAX_REMOTE_COUNTS", "ContextWindowManager", "Fit"]
@@ -239,8 +240,17 @@ class ContextWindowManager:
                 fallback_window=options.get("fallback_window", DEFAULT_FALLBACK_WINDOW),
             )
         manager = cls(model, model_info=info, **options)
-        if manager._auto_remote and manager.remote is None:
-            manager.remote = discover_counter(base_url, model, api_key=api_key, timeout=timeout)
+        if manager.wants_remote_counter:
+            # Text-only count APIs (llama-cpp-python, older SGLang/TGI) count a chat the
+            # family's template renders here.
+            template = TEMPLATE_OF.get(manager.model_info.tokenizer or "")
+            manager.remote = discover_counter(
+                base_url,
+                model,
+                api_key=api_key,
+                timeout=timeout,
+                template=template if template in TEXT_TEMPLATES else None,
+            )
         return manager
 
     # -- per-run state ---------------------------------------------------------------
@@ -544,14 +554,15 @@ class ContextWindowManager:
         return kept_from
 
     def _refuse_or_keep(self, ctx: FitContext, count: Count) -> None:
-        """Head + newest turn exceed the budget: refuse, unless the best count says they
-        fit the window with the smallest reply (ADR-107's rule when nothing is exact)."""
+        """Head + newest turn exceed the budget: refuse only when the best count of them
+        (an upper bound: exact where measured, over-counted elsewhere) plus the smallest
+        reply exceeds the window; else send them with ``max_tokens`` shrunk to fit. With
+        no exact source at all (nothing measured, no tokenizer), ADR-107's rule: refuse
+        when the estimate exceeds the input budget."""
         budget = ctx.budget
         window = budget.context_window
-        if count.exact:
+        if count.exact or self._has_exact_source(ctx):
             refuse = count.tokens + self.floor > window
-        elif self._has_exact_source(ctx):
-            refuse = count.tokens + self.floor + budget.safety > window
         else:
             refuse = count.tokens > budget.input_tokens
         if refuse:

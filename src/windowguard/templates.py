@@ -37,6 +37,7 @@ from .exceptions import ConfigurationError
 
 __all__ = [
     "TEMPLATES",
+    "TEXT_TEMPLATES",
     "PromptCount",
     "Template",
     "count_message",
@@ -48,6 +49,8 @@ __all__ = [
 
 Template = Literal["openai", "llama3", "qwen", "mistral"]
 TEMPLATES: tuple[str, ...] = get_args(Template)
+TEXT_TEMPLATES: tuple[str, ...] = ("llama3", "qwen", "mistral")
+"""Templates with a text form (:func:`render_prompt`); OpenAI's is an accounting only."""
 
 # OpenAI cookbook (gpt-4o / gpt-4 family): per message, per name, reply priming.
 _OPENAI_PER_MESSAGE = 3

@@ -29,6 +29,7 @@ from ..accounting.remote import (
 from ..catalog import ModelInfo, resolve_model_info
 from ..discovery import adiscover_model_info, discover_model_info
 from ..exceptions import ConfigurationError, WindowGuardError
+from ..templates import TEXT_TEMPLATES
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -222,7 +223,7 @@ class CounterSource:
 
     def _template(self) -> str | None:
         template = TEMPLATE_OF.get(self._family() or "")
-        return template if template in ("qwen", "llama3", "mistral") else None
+        return template if template in TEXT_TEMPLATES else None
 
     def _vendor_counter(self) -> RemoteCounter | None:
         if self._vendor == "anthropic":
