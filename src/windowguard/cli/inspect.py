@@ -1,21 +1,26 @@
 """``windowguard inspect FILE``: where a transcript's tokens are, turn by turn.
 
-One row per turn (the head first, the newest marked): its messages, their kinds, the
-calibrated estimate, the running total, and whether :meth:`ContextWindowManager.fit`
-would keep or drop it. Then the budget, the pressure before and after fitting, and —
-with ``--tokenizer`` — the exact count next to the estimate, so an operator sees how
-much headroom the estimator's over-count costs. ``--json`` prints the same as one JSON
-object. Inspecting never changes the file.
+One row per turn (the head first, the newest marked): its messages, their kinds, its
+tokens and what counted them (the model family's exact local tokenizer through its chat
+template when one is installed, else the calibrated heuristic), the running total, and
+whether :meth:`ContextWindowManager.fit` would keep or drop it. Then the budget, the
+pressure before and after fitting; with ``--tokenizer`` an exact count next to it;
+with ``--endpoint URL`` the serving endpoint's own count of the whole transcript and of
+the fitted request (its count API found by discovery). ``--json`` prints the same as one
+JSON object. Inspecting never changes the file.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..accounting.remote import CountQuery, RemoteCountError, discover_counter
 from ..adapters import shape_messages
 from ..counters import load_counter
 from ..estimate import Estimator
@@ -38,10 +43,12 @@ class TurnRow:
         first: index of its first message.
         last: index of its last message.
         kinds: its message kinds, summarised (``assistant(2 calls) tool x2``).
-        estimated_tokens: calibrated estimate of its messages.
+        estimated_tokens: its messages' tokens, as ``counted_by`` counted them.
         cumulative_tokens: running total, the fixed part (tools, system, framing) first.
         kept: whether ``fit`` keeps it (None when fitting failed).
         exact_tokens: the exact count, when a tokenizer was given.
+        counted_by: ``local:<family>`` (exact tokenizer and template) or
+            ``heuristic:<family>`` (calibrated estimate).
     """
 
     label: str
@@ -52,6 +59,7 @@ class TurnRow:
     cumulative_tokens: int
     kept: bool | None
     exact_tokens: int | None = None
+    counted_by: str = ""
 
 
 def register(sub: Any, parent: argparse.ArgumentParser) -> None:
@@ -77,6 +85,17 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         choices=sorted(TEMPLATES),
         default="openai",
         help="chat template for exact counts of OpenAI-chat transcripts (default openai)",
+    )
+    parser.add_argument(
+        "--endpoint",
+        metavar="URL",
+        help="also ask this serving endpoint (vLLM, SGLang, llama.cpp, TGI, Anthropic, "
+        "OpenAI, Gemini) to count the transcript and the fitted request exactly",
+    )
+    parser.add_argument(
+        "--api-key-env",
+        metavar="VAR",
+        help="environment variable holding the endpoint's API key (never printed)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(handler=run)
@@ -140,11 +159,14 @@ def inspect_transcript(
     seg = segment(shaped.shapes)
     factor = manager.calibration.factor
     estimator = manager.estimator
-    per_message = [round(estimator.message_tokens(s) * factor) for s in shaped.shapes]
     system_tokens = sum(estimator.message_tokens(s) for s in shaped.system_shapes)
-    fixed = round(
-        (estimator.request_tokens + estimator.tools_tokens(tools) + system_tokens) * factor
-    )
+    per_message, fixed, counted_by = _local_counts(manager, shaped.shapes, tools, system_tokens)
+    if not counted_by:
+        per_message = [math.ceil(estimator.message_tokens(s) * factor) for s in shaped.shapes]
+        fixed = math.ceil(
+            (estimator.request_tokens + estimator.tools_tokens(tools) + system_tokens) * factor
+        )
+        counted_by = f"heuristic:{estimator.tokenizer} x{factor:.2f}"
     fit: Fit | None = None
     error = ""
     try:
@@ -178,6 +200,7 @@ def inspect_transcript(
                 cumulative_tokens=total,
                 kept=None if fit is None else id(messages[span.start]) in kept_ids,
                 exact_tokens=None if exact is None else sum(exact[0][i] for i in span),
+                counted_by=counted_by,
             )
         )
     info = manager.model_info
@@ -190,6 +213,7 @@ def inspect_transcript(
         "context_window": window,
         "window_source": info.source,
         "tokenizer_family": estimator.tokenizer,
+        "counted_by": counted_by,
         "calibration": factor,
         "fixed_tokens": fixed,
         "estimated_tokens": total,
@@ -198,6 +222,8 @@ def inspect_transcript(
         "rows": [_row_dict(r) for r in rows],
         "fit": _fit_dict(fit, error),
     }
+    if getattr(args, "endpoint", None):
+        result["endpoint"] = _endpoint_counts(args, manager, messages, tools, system, fit)
     if exact is not None:
         exact_total = sum(exact[0]) + exact[1]
         result["exact"] = {
@@ -210,6 +236,59 @@ def inspect_transcript(
     return result
 
 
+def _local_counts(
+    manager: ContextWindowManager, shapes: Sequence[Shape], tools: Any, system_tokens: int
+) -> tuple[list[int], int, str]:
+    """Every message counted by the family's exact tokenizer, when one is installed."""
+    local = manager.local
+    if local is None:
+        return [], 0, ""
+    try:
+        per_message = [local.message_tokens(s) for s in shapes]
+        fixed = local.fixed_tokens(tools) + system_tokens
+    except Exception:  # a tokenizer that fails to load: the heuristic counts instead
+        return [], 0, ""
+    return per_message, fixed, f"local:{local.family} ({local.origin})"
+
+
+def _endpoint_counts(
+    args: argparse.Namespace,
+    manager: ContextWindowManager,
+    messages: list[Any],
+    tools: Any,
+    system: Any,
+    fit: Fit | None,
+) -> dict[str, Any]:
+    """The endpoint's own count of the whole transcript and of the fitted request."""
+    api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
+    model = manager.model or ""
+    try:
+        counter = discover_counter(args.endpoint, model, api_key=api_key)
+    except ConfigurationError as exc:
+        raise CliError(f"--endpoint {args.endpoint}: {exc}") from exc
+    if counter is None:
+        return {"url": args.endpoint, "error": "no token-count API answered at this endpoint"}
+    fmt = shape_messages(messages, format=args.format, system=system).format
+    out: dict[str, Any] = {"url": args.endpoint, "counter": counter.name}
+    requests = {"transcript_tokens": messages}
+    if fit is not None:
+        requests["fitted_tokens"] = fit.messages
+    for name, request in requests.items():
+        query = CountQuery(
+            format=fmt,
+            model=model,
+            messages=tuple(request),
+            system=system,
+            tools=tuple(tools or ()),
+        )
+        try:
+            out[name] = counter.count(query)
+        except RemoteCountError as exc:
+            out["error"] = str(exc)
+            break
+    return out
+
+
 def _row_dict(row: TurnRow) -> dict[str, Any]:
     return {
         "label": row.label,
@@ -220,6 +299,7 @@ def _row_dict(row: TurnRow) -> dict[str, Any]:
         "cumulative_tokens": row.cumulative_tokens,
         "kept": row.kept,
         "exact_tokens": row.exact_tokens,
+        "counted_by": row.counted_by,
     }
 
 
@@ -257,7 +337,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _render(out: Output, report: dict[str, Any]) -> None:
     exact = report.get("exact")
-    columns = ["turn", "messages", "kinds", "est. tokens", "cumulative", "fit"]
+    columns = ["turn", "messages", "kinds", "tokens", "cumulative", "fit"]
     if exact:
         columns.insert(4, "exact")
     rows: list[list[str]] = []
@@ -279,13 +359,14 @@ def _render(out: Output, report: dict[str, Any]) -> None:
     title = (
         f"{report['messages']} messages ({report['format']}), {report['turns']} turns; "
         f"model {report['model'] or '(none)'}, window {report['context_window']} "
-        f"from {report['window_source']}, tokenizer family {report['tokenizer_family']}"
+        f"from {report['window_source']}, tokenizer family {report['tokenizer_family']}; "
+        f"counted by {report['counted_by']}"
     )
     out.table(columns, rows, title=title, right=right, styles=styles)
     pressure = report["pressure"]
     out.line(
-        f"estimate {report['estimated_tokens']} tokens = {pressure:.0%} of the window "
-        f"[{out.bar(pressure)}] (calibration x{report['calibration']:.2f})"
+        f"{report['estimated_tokens']} tokens = {pressure:.0%} of the window "
+        f"[{out.bar(pressure)}] ({report['counted_by']})"
     )
     fit = report["fit"]
     if "error" in fit:
@@ -301,6 +382,17 @@ def _render(out: Output, report: dict[str, Any]) -> None:
         )
     for problem in report["problems"][:5]:
         out.line(f"damage: {problem}", style="red")
+    endpoint = report.get("endpoint")
+    if endpoint:
+        if "error" in endpoint:
+            out.line(f"endpoint {endpoint['url']}: {endpoint['error']}", style="red")
+        if "transcript_tokens" in endpoint:
+            fitted = endpoint.get("fitted_tokens")
+            out.line(
+                f"endpoint {endpoint['url']} ({endpoint['counter']}) counts the transcript at "
+                f"{endpoint['transcript_tokens']} tokens"
+                + (f", the fitted request at {fitted}" if fitted is not None else "")
+            )
     if exact:
         ratio = exact["estimate_over_exact"]
         out.line(
