@@ -138,6 +138,7 @@ def summary_rows(managed: DemoRun, unmanaged: DemoRun) -> list[list[str]]:
         ("model calls answered", lambda r: str(r.model_calls)),
         ("tool calls run", lambda r: str(r.tool_calls)),
         ("peak pressure (reported)", lambda r: f"{r.peak_pressure:.0%}"),
+        ("window used (mean prompt, last 2/3)", lambda r: f"{r.window_use:.0%}"),
         ("pruned sends (new cuts)", lambda r: f"{r.prunes} ({r.new_cuts})"),
         ("turns out of view at the end", lambda r: str(r.dropped_turns)),
         ("max_tokens shrinks", lambda r: str(r.shrinks)),

@@ -146,6 +146,9 @@ class DemoRun:
         tool_calls: tools run.
         pressures: provider-reported pressure after each answered call, in order.
         peak_pressure: the highest of them (0.0 when none).
+        window_use: the mean reported prompt over the last two-thirds of the calls, as a
+            share of the window less the reply budget (``max_tokens``): how much of what
+            the prompt may use it did use.
         prunes: sends where oldest turns were left out.
         new_cuts: prunes where the cut moved (between them the same cut is held, so
             the prompt prefix stays stable for provider caches).
@@ -166,6 +169,7 @@ class DemoRun:
     tool_calls: int
     pressures: tuple[float, ...]
     peak_pressure: float
+    window_use: float
     prunes: int
     new_cuts: int
     dropped_turns: int
@@ -259,6 +263,9 @@ def run_scenario(options: DemoOptions, *, managed: bool, sinks: Sequence[Sink] =
                 close()
     events = result.events
     pressures = tuple(e.pressure for e in events if isinstance(e, ContextPressure))
+    prompts = [e.tokens for e in events if isinstance(e, ContextPressure)]
+    tail = prompts[len(prompts) // 3 :]
+    usable = options.context_window - (options.max_tokens or 0)
     calls = sum(1 for e in events if isinstance(e, ModelCall))
     errors = [e for e in events if isinstance(e, ProviderErrorEvent)]
     pruned = [e for e in events if isinstance(e, TranscriptPruned)]
@@ -269,6 +276,7 @@ def run_scenario(options: DemoOptions, *, managed: bool, sinks: Sequence[Sink] =
         tool_calls=sum(e.tool_calls for e in events if isinstance(e, ModelCall)),
         pressures=pressures,
         peak_pressure=max(pressures, default=0.0),
+        window_use=sum(tail) / len(tail) / usable if tail and usable > 0 else 0.0,
         prunes=len(pruned),
         new_cuts=sum(1 for e in pruned if getattr(e, "new_cut", True)),
         dropped_turns=pruned[-1].dropped_turns if pruned else 0,
