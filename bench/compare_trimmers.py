@@ -260,8 +260,10 @@ def run_one(trim: Trimmer, transcript: Transcript, budget: int, repetitions: int
     )
 
 
-def overshoot(outcome: Outcome, budget: int) -> str:
-    return f"{100 * (outcome.exact_tokens - budget) / budget:+.0f}%"
+def kept_share(outcome: Outcome, budget: int) -> str:
+    """Exact tokens kept / budget: above 1.00 overshoots, far below wastes the window."""
+    share = outcome.exact_tokens / budget
+    return f"**{share:.2f}**" if share > 1 else f"{share:.2f}"
 
 
 def fmt_ms(value: float) -> str:
@@ -290,7 +292,7 @@ def synthetic_table(tools: dict[str, Trimmer], sizes: Sequence[int], quick: bool
     print(
         "| turns | input tokens | budget | tool | kept msgs | orphaned results "
         "| unanswered calls | task kept | system kept | exact tokens (msgs + tools) "
-        "| vs budget | time ms |"
+        "| exact tokens kept / budget | time ms |"
     )
     print("| ---: | ---: | ---: | --- | ---: | ---: | ---: | --- | --- | ---: | ---: | ---: |")
     for turns in sizes:
@@ -315,7 +317,7 @@ def row(turns: int, full: int, budget: int, name: str, o: Outcome) -> str:
     return (
         lead + f"| {o.kept_messages:,} | {o.orphans} | {o.unanswered} "
         f"| {'yes' if o.task_kept else '**no**'} | {'yes' if o.system_kept else '**no**'} "
-        f"| {o.exact_tokens:,} | {overshoot(o, budget)} | {fmt_ms(o.time_ms)} |"
+        f"| {o.exact_tokens:,} | {kept_share(o, budget)} | {fmt_ms(o.time_ms)} |"
     )
 
 
@@ -334,7 +336,8 @@ def corpus_table(tools: dict[str, Trimmer], quick: bool) -> None:
     print(
         "| source (runs) | budget | tool | runs over budget as given | refused "
         "| outputs with orphans | orphaned results | unanswered calls | task lost "
-        "| system lost | outputs over budget | worst vs budget | median time ms |"
+        "| system lost | outputs over budget | exact tokens kept / budget (min / median / max) "
+        "| median time ms |"
     )
     print(
         "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
@@ -364,7 +367,12 @@ def corpus_table(tools: dict[str, Trimmer], quick: bool) -> None:
                 ]
                 failed = sum(o.failed is not None for o in outcomes)
                 swallowed = sum(bool(o.note) for o in outcomes)
-                worst = max(((o.exact_tokens - b) / b for o, b in done), default=0.0)
+                shares = sorted(o.exact_tokens / b for o, b in done)
+                kept = (
+                    f"{shares[0]:.2f} / {statistics.median(shares):.2f} / {shares[-1]:.2f}"
+                    if shares
+                    else "-"
+                )
                 times = [o.time_ms for o, _ in done]
                 print(
                     f"| {source} ({len(transcripts)}) | {label} | {name} | {over_input} "
@@ -377,7 +385,7 @@ def corpus_table(tools: dict[str, Trimmer], quick: bool) -> None:
                     f"| {sum(not o.task_kept for o, _ in done)} "
                     f"| {sum(not o.system_kept for o, _ in done)} "
                     f"| {sum(o.exact_tokens > b for o, b in done)} "
-                    f"| {100 * worst:+.0f}% "
+                    f"| {kept} "
                     f"| {fmt_ms(statistics.median(times) if times else 0)} |",
                     flush=True,
                 )
