@@ -342,7 +342,7 @@ def test_copy_has_fresh_run_state() -> None:
 
 def test_low_water_prune_then_appends_reuse_the_same_cut() -> None:
     messages = _chat(60)
-    mgr = _manager(4000)
+    mgr = _manager(4000, hold_turns=0)
     first = mgr.fit(messages[:50], max_tokens=500)
     assert first.dropped_turns > 0
     assert first.estimated_tokens <= first.budget * 0.7
@@ -355,6 +355,14 @@ def test_low_water_prune_then_appends_reuse_the_same_cut() -> None:
     )
     minimal = _manager(4000, pruning="minimal")
     m1 = minimal.fit(messages[:50], max_tokens=500)
+    # turns large against the window: a low-water prune would free room for fewer than
+    # hold_turns of them, so it drops just enough, as minimal does
+    held = _manager(2_500, hold_turns=4).fit(messages[:50], max_tokens=100)
+    just = _manager(2_500, pruning="minimal").fit(messages[:50], max_tokens=100)
+    assert held.dropped_turns == just.dropped_turns
+    assert _manager(2_500, hold_turns=0).fit(messages[:50], max_tokens=100).dropped_turns > (
+        just.dropped_turns
+    )
     m2 = minimal.fit(messages[:53], max_tokens=500, last_usage=NO_USAGE)
     assert m2.messages[2] is not m1.messages[2]  # minimal pruning moves the cut every send
 

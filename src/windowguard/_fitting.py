@@ -117,7 +117,7 @@ class Count:
 class FitContext:
     """One fit's inputs and the counts of its candidate requests."""
 
-    __slots__ = ("_key", "budget", "fixed", "local_fixed", "requested", "run", "seg")
+    __slots__ = ("_counts", "_key", "budget", "fixed", "local_fixed", "requested", "run", "seg")
 
     def __init__(
         self,
@@ -135,6 +135,8 @@ class FitContext:
         self.requested = requested
         self.local_fixed: int | None = None
         self._key: Hashable | None = None
+        # Counts made in this fit, by what they depend on.
+        self._counts: dict[tuple[int, Factors, int, int | None], Count] = {}
 
     @property
     def end(self) -> int:
@@ -203,6 +205,10 @@ class FitContext:
 
     def count(self, kept_from: int, factors: Factors) -> Count:
         """The best count of the request keeping turns from ``kept_from``."""
+        key = (kept_from, factors, self.run.ledger.version, self.local_fixed)
+        known = self._counts.get(key)
+        if known is not None:
+            return known
         found = self.run.ledger.count(
             key=self.key,
             head_stop=self.seg.head_stop,
@@ -212,7 +218,8 @@ class FitContext:
             factors=factors,
         )
         tokens = found.measured + factors.apply(found.raw, found.local)
-        return Count(tokens=tokens, measured=found.measured, exact=found.exact)
+        count = self._counts[key] = Count(tokens=tokens, measured=found.measured, exact=found.exact)
+        return count
 
     def count_locally(self, local: TemplateAccounting) -> None:
         """Count what nothing measured with the local exact tokenizer: the fixed parts,

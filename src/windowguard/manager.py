@@ -193,6 +193,7 @@ class ContextWindowManager:
         self._auto_local = sources.auto_local
         self.calibration = Calibration()
         self.local_calibration = Calibration(LOCAL_CALIBRATION_SEED)
+        self._factors_cache = Factors(self.calibration.factor, self.local_calibration.factor)
         self._run: Transcript | None = None
         self._parts = RequestParts(self.estimator)
         self._sent: Composition | None = None
@@ -648,7 +649,11 @@ class ContextWindowManager:
 
     @property
     def _factors(self) -> Factors:
-        return Factors(self.calibration.factor, self.local_calibration.factor)
+        heuristic, local = self.calibration.factor, self.local_calibration.factor
+        cached = self._factors_cache
+        if cached.heuristic != heuristic or cached.local != local:
+            cached = self._factors_cache = Factors(heuristic, local)
+        return cached
 
     def _learn(self, sent: Composition, total: int, origin: str, events: list[Event]) -> None:
         event = learn(

@@ -187,6 +187,7 @@ class Ledger:
         "_walks",
         "bases",
         "entries",
+        "version",
     )
 
     def __init__(self) -> None:
@@ -197,7 +198,11 @@ class Ledger:
         self._local: list[int] = [0]
         self._unmeasured: list[int] = [0]
         self._dirty = 0
-        self._walks: dict[tuple[int, int], int] = {}
+        # kept_from -> how far spans are whole from it: a walk resumes where the last
+        # one stopped, so a send that appends one turn walks one span, not all of them.
+        self._walks: dict[int, int] = {}
+        self.version = 0
+        """Grows whenever anything counted changes (entries, measurements, bases)."""
 
     # -- building ----------------------------------------------------------------------
 
@@ -207,7 +212,7 @@ class Ledger:
         for offset, entry in enumerate(entries):
             entry.index = start + offset
         self.entries.extend(entries)
-        self._walks.clear()
+        self.version += 1
 
     def adopt(self, entries: Sequence[Entry], bases: dict[Hashable, BaseValue]) -> None:
         """Take over ``entries`` (a rebuilt transcript) and the previous run's bases.
@@ -234,8 +239,12 @@ class Ledger:
 
     def changed(self, index: int) -> None:
         """Entries from ``index`` on changed (measured or locally counted)."""
+        self.version += 1
         self._dirty = min(self._dirty, index)
-        self._walks.clear()
+        walks = self._walks
+        for kept_from, reached in list(walks.items()):
+            if index < reached:  # a span it walked over may have changed
+                del walks[kept_from]
 
     def prefixes(self) -> tuple[list[int], list[int], list[int], list[int]]:
         """Prefix sums over the entries: measured values; heuristic estimates and local
@@ -272,11 +281,10 @@ class Ledger:
         Messages ``[kept_from, result)`` all lie in spans that start at or after
         ``kept_from`` and end by ``end``: their measured values add up exactly.
         """
-        known = self._walks.get((kept_from, end))
-        if known is not None:
-            return known
         entries = self.entries
-        index = kept_from
+        index = self._walks.get(kept_from, kept_from)
+        if index > end:
+            index = kept_from
         while index < end:
             span = entries[index].span
             if span is None or span.start != index or span.stop > end:
@@ -284,7 +292,7 @@ class Ledger:
             index = span.stop
         if len(self._walks) > 64:
             self._walks.clear()
-        self._walks[(kept_from, end)] = index
+        self._walks[kept_from] = index
         return index
 
     def base(self, key: Hashable, kept_from: int, end: int) -> tuple[BaseValue | None, bool]:
@@ -410,6 +418,7 @@ class Ledger:
             drift = total - known
             if drift > 0:
                 self.bases[key] = BaseValue(base.tokens + drift, base.span)
+                self.version += 1
             return Observation(
                 total=total,
                 known=known,
@@ -470,6 +479,7 @@ class Ledger:
         remaining = value
         if not rest:
             self.bases[key] = BaseValue(remaining)
+            self.version += 1
             return
         start, stop = rest[0], rest[-1] + 1
         span = Span(start, stop, value, key if with_base else None)
