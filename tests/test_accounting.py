@@ -488,3 +488,19 @@ def test_an_exact_refusal_names_its_source_and_the_numbers(vllm: Emulator) -> No
     assert exc.exact and "remote" in exc.source
     assert "exactly" in str(exc) and "600" in str(exc)
     assert exc.estimated_tokens + exc.floor > 600  # type: ignore[operator]
+
+
+def test_an_overflow_without_a_count_makes_the_refit_send_less() -> None:
+    messages = _chat(30, size=60)
+    mgr = wg.ContextWindowManager(
+        model_info=wg.ModelInfo(9_000, tokenizer="o200k"), counter="heuristic"
+    )
+    first = mgr.fit(messages, tools=TOOLS, max_tokens=500)
+    mgr.observe_overflow()  # refused, and the provider stated no count
+    refit = mgr.fit(messages, tools=TOOLS, max_tokens=500, last_usage=wg.NO_USAGE, safety=100)
+    assert refit.dropped_turns > first.dropped_turns
+    assert refit.budget == int((9_000 - 500 - 100) * 0.7)  # the low-water mark
+    assert refit.estimated_tokens <= refit.budget
+    # the next send is trusted again
+    again = mgr.fit(messages, tools=TOOLS, max_tokens=500, last_usage=wg.NO_USAGE)
+    assert again.dropped_turns <= refit.dropped_turns

@@ -475,6 +475,17 @@ class ContextWindowManager:
                 dropped = self._choose(ctx)
                 if not self._near_edge(ctx, dropped):
                     break
+        if (
+            distrust
+            and dropped is not None
+            and not ctx.count(ctx.kept_from(dropped), self._factors).exact
+        ):
+            # The provider refused the last request although it was counted to fit, and
+            # nothing exact says otherwise now: send less than that count allows, down to
+            # the low-water mark, rather than the same request again.
+            lowered = int(ctx.budget.input_tokens * self.low_water)
+            ctx.budget = replace(ctx.budget, input_tokens=lowered)
+            dropped = self._choose(ctx)
         if dropped is None:
             minimal = len(seg.turn_starts) - 1 if seg.turn_starts else 0
             count = ctx.count(ctx.kept_from(minimal), self._factors)
