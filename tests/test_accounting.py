@@ -504,3 +504,25 @@ def test_an_overflow_without_a_count_makes_the_refit_send_less() -> None:
     # the next send is trusted again
     again = mgr.fit(messages, tools=TOOLS, max_tokens=500, last_usage=wg.NO_USAGE)
     assert again.dropped_turns <= refit.dropped_turns
+
+
+def test_tools_and_system_edited_in_place_are_counted_again() -> None:
+    messages = _chat(3)
+    mgr = wg.ContextWindowManager(model_info=wg.ModelInfo(50_000, tokenizer="o200k"))
+    tools = list(TOOLS)
+    small = mgr.fit(messages, tools=tools, max_tokens=100)
+    big = dict(TOOLS[0], function=dict(TOOLS[0]["function"], description="x " * 2_000))
+    tools[0] = big  # the same list, edited in place
+    grown = mgr.fit(messages, tools=tools, max_tokens=100, last_usage=wg.NO_USAGE)
+    fresh = wg.ContextWindowManager(model_info=wg.ModelInfo(50_000, tokenizer="o200k"))
+    assert (
+        grown.estimated_tokens == fresh.fit(messages, tools=tools, max_tokens=100).estimated_tokens
+    )
+    assert grown.estimated_tokens > small.estimated_tokens + 1_000
+    system = [{"type": "text", "text": "You are terse."}]
+    chat = [{"role": "user", "content": "hi"}]
+    anthropic = wg.ContextWindowManager(model_info=wg.ModelInfo(50_000, tokenizer="claude"))
+    before = anthropic.fit(chat, system=system, max_tokens=100)
+    system.append({"type": "text", "text": "Context: " + "y " * 2_000})
+    after = anthropic.fit(chat, system=system, max_tokens=100, last_usage=wg.NO_USAGE)
+    assert after.estimated_tokens > before.estimated_tokens + 1_000

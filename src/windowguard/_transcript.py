@@ -145,14 +145,19 @@ class Fixed:
 
 
 class RequestParts:
-    """Sizes and names a request's system argument and tools, cached by identity."""
+    """Sizes and names a request's system argument and tools.
+
+    Both are cached by the identity of the value *and of its elements*, so a list edited
+    in place (a tool replaced, a system block appended) is sized and named again; a tool
+    dict mutated inside is assumed not to happen, as for messages.
+    """
 
     __slots__ = ("_estimator", "_system", "_tools")
 
     def __init__(self, estimator: Estimator) -> None:
         self._estimator = estimator
-        self._system: tuple[object, int, str] | None = None
-        self._tools: tuple[object, int, int, str] | None = None
+        self._system: tuple[object, tuple[int, ...], int, str] | None = None
+        self._tools: tuple[object, tuple[int, ...], int, str] | None = None
 
     def fixed(self, fmt: Format, system: object, tools: Sequence[object] | None) -> Fixed:
         """The fixed parts of one request.
@@ -170,18 +175,20 @@ class RequestParts:
                     f"a separate system argument is only used by the Anthropic format, not {fmt}"
                 )
             cached = self._system
-            if cached is None or cached[0] is not system:
+            elements = _elements(system)
+            if cached is None or cached[0] is not system or cached[1] != elements:
                 tokens = sum(estimator.message_tokens(s) for s in shape_system(system))
-                cached = self._system = (system, tokens, digest(system))
-            system_raw, system_digest = cached[1], cached[2]
+                cached = self._system = (system, elements, tokens, digest(system))
+            system_raw, system_digest = cached[2], cached[3]
             raw += system_raw
         tools_digest = ""
         tool_tuple: tuple[object, ...] = ()
         if tools:
             known = self._tools
-            if known is None or known[0] is not tools or known[1] != len(tools):
+            elements = _elements(tools)
+            if known is None or known[0] is not tools or known[1] != elements:
                 tokens = estimator.tools_tokens(tools)
-                known = self._tools = (tools, len(tools), tokens, digest(tools))
+                known = self._tools = (tools, elements, tokens, digest(tools))
             raw += known[2]
             tools_digest = known[3]
             tool_tuple = tuple(tools)
@@ -191,6 +198,11 @@ class RequestParts:
             system_raw=system_raw,
             tools=tool_tuple,
         )
+
+
+def _elements(value: object) -> tuple[int, ...]:
+    """The identities of a list's elements (empty for anything else)."""
+    return tuple(map(id, value)) if isinstance(value, (list, tuple)) else ()
 
 
 def digest(value: object) -> str:
