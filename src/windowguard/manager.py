@@ -16,22 +16,24 @@ Counting, from the best source available (DESIGN.md "Accounting"):
   turns keep their cost after a prune;
 * a **remote count** (:mod:`windowguard.accounting.remote`): the serving endpoint's own
   count, asked only when a decision is near the edge (the send would prune anew,
-  shrink ``max_tokens`` or refuse), at most ``max_remote_counts`` times per send;
+  shrink ``max_tokens`` or refuse, or its estimate is within a tenth of the budget), at
+  most ``max_remote_counts`` times per send;
 * a **local exact tokenizer** with the family's template accounting
   (:mod:`windowguard.accounting.local`), found automatically, used near the edge for
   what nothing has measured;
 * the over-counting **heuristic** (:mod:`windowguard.estimate`) for the rest.
 
-Calibration (ADR-107) applies to the estimated part only: it starts above 1.0, only
-rises (to measured / estimated of what each report newly measured) and resets on a
-run's first send (``last_usage=None``). A later send whose provider reported no usage
-passes :data:`~windowguard.NO_USAGE`.
+Calibration (ADR-107) applies to the estimated part only, one factor per estimating
+source (the heuristic's starts at 1.05, the local tokenizer's at 1.0): each only rises,
+to measured / estimated of what a report newly measured, and resets on a run's first
+send (``last_usage=None``). A later send whose provider reported no usage passes
+:data:`~windowguard.NO_USAGE`.
 
-Refusals rest on the best count: with an exact count of head + newest turn + tools,
-:class:`~windowguard.ContextTruncatedError` is raised only when that count plus the
-output floor exceeds the window; when part of it is estimated but some exact source
-exists, when it exceeds the window less the safety margin; with no exact source at all,
-when the estimate exceeds the input budget (ADR-107, as before).
+Refusals rest on the best count: with any exact source, head + newest turn + tools (an
+upper bound, exact where measured) plus the output floor must exceed the window for
+:class:`~windowguard.ContextTruncatedError`; otherwise they are sent with ``max_tokens``
+shrunk to fit. With no exact source at all, when the estimate exceeds the input budget
+(ADR-107, as before). See ``docs/decisions/0004-token-accounting.md``.
 
 Work per send is proportional to what was appended since the previous send when no
 decision is near the edge: only new messages are shaped and estimated, the ledger
