@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -60,6 +61,8 @@ KNOWN = [
     ("meta-llama/Llama-3.3-70B-Instruct", 131_072, None, None, "llama3"),
     ("meta-llama/Llama-4-Scout-17B-16E-Instruct", 10_485_760, None, None, "llama4"),
     ("meta-llama/Llama-4-Maverick-17B-128E-Instruct-FP8", 1_048_576, None, None, "llama4"),
+    # OpenHands' LiteLLM-proxy name for it, as the bundled example:coding-agent names it
+    ("openai/openrouter-llama-4-maverick", 1_048_576, None, None, "llama4"),
     ("Qwen/Qwen3-8B", 40_960, None, None, "qwen"),
     ("qwen3:8b", 40_960, None, None, "qwen"),
     ("Qwen/Qwen2.5-7B-Instruct", 32_768, None, None, "qwen"),
@@ -89,6 +92,14 @@ def test_lookup_known_models(
     )
     assert info.tokenizer == tok
     assert info.source == "catalog"
+
+
+def test_the_bundled_example_names_a_known_model() -> None:
+    # example:coding-agent is a new user's first transcript: its model must not fall back
+    # to 8192 tokens (which would report CONTEXT_TRUNCATED on its first use).
+    text = resources.files("windowguard.examples").joinpath("coding_agent.json").read_text()
+    info = lookup_model(json.loads(text)["model"])
+    assert info is not None and info.source == "catalog" and info.tokenizer == "llama4"
 
 
 def test_lookup_is_case_insensitive() -> None:
