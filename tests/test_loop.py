@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -356,12 +357,31 @@ def test_journal_replays_model_calls_and_never_reruns_tools(h: Harness, tmp_path
     assert second.calls == 2  # journalled calls replayed, not re-sent
     assert kinds(result).count("model_call") == 2  # events for live calls only
     assert journal.termination("r1") == "COMPLETED"
+    assert result.events[0].to_dict()["resumed"] is True  # the journal held the run
     with pytest.raises(wg.WindowGuardError, match="different transcript"):
         h.run(
             h.loop(second, tools=[count], journal=journal),
             [{"role": "user", "content": "other"}],
             run_id="r1",
         )
+
+
+def test_rerunning_a_finished_run_says_it_replayed_it(
+    h: Harness, tmp_path: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    journal = wg.SqliteJournal(tmp_path / "runs.db")
+    script: list[ScriptItem] = [FakeCalls(("read_file", {"path": "a"})), "done"]
+    first = h.run(h.loop(h.provider(script), tools=TOOLS, journal=journal), TASK, run_id="r2")
+    assert first.events[0].to_dict()["resumed"] is False
+    assert not [r for r in caplog.records if "r2" in r.getMessage()]
+    again = h.provider([])  # would fail if called: a finished run is replayed
+    with caplog.at_level(logging.INFO, logger="windowguard"):
+        replay = h.run(h.loop(again, tools=TOOLS, journal=journal), TASK, run_id="r2")
+    assert again.calls == 0 and replay.messages == first.messages
+    started = replay.events[0]
+    assert started.kind == "run_started" and started.to_dict()["resumed"] is True
+    said = [r for r in caplog.records if "'r2' already finished (COMPLETED)" in r.getMessage()]
+    assert said and said[0].levelno == logging.WARNING and "replaying" in said[0].getMessage()
 
 
 def test_failing_sink_never_breaks_a_run(h: Harness) -> None:

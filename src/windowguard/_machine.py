@@ -267,8 +267,13 @@ class LoopMachine:
         system: Any = None,
         resume: RunState | None = None,
         supplied: Mapping[str, str] | None = None,
+        restarted: bool = False,
     ) -> Generator[Action, Any, RunResult]:
-        """Drive one run; yields actions, receives answers, returns the RunResult."""
+        """Drive one run; yields actions, receives answers, returns the RunResult.
+
+        ``restarted`` says the journal already held this run (a restart, or a replay of
+        a finished run): ``run_started`` then reports ``resumed=True``, as for ``resume``.
+        """
         manager = self.manager.copy() if self.manager is not None else None
         if manager is not None:
             manager.use_remote_counter(self.remote_counter, model=self.model)
@@ -281,7 +286,7 @@ class LoopMachine:
                 model=self.model,
                 context_window=self.window,
                 window_source=self.window_source,
-                resumed=resume is not None,
+                resumed=resume is not None or restarted,
             )
         )
         try:

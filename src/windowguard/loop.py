@@ -151,7 +151,10 @@ class _LoopBase:
 
     def _start(
         self, messages: Sequence[Any], system: Any, run_id: str | None
-    ) -> tuple[list[Any], str]:
+    ) -> tuple[list[Any], str, bool]:
+        """The transcript as a list, the run id, and whether the journal already held the
+        run (a restart, or a finished run about to be replayed: both are said in a log
+        line and in ``run_started``'s ``resumed`` flag)."""
         if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
             raise ConfigurationError(
                 f"messages must be a list of messages, got {type(messages).__name__}"
@@ -161,10 +164,28 @@ class _LoopBase:
             if self.journal is not None:
                 raise ConfigurationError("a journalled run needs an explicit run_id")
             run_id = default_run_id(transcript, system, self.provider.model)
+        restarted = False
         if self.journal is not None:
             digest = transcript_digest(transcript, system, sorted(self.tools), self.provider.model)
-            self.journal.begin_run(run_id, digest)
-        return transcript, run_id
+            restarted = self.journal.begin_run(run_id, digest)
+            ended = self.journal.termination(run_id) if restarted else None
+            if ended is not None:
+                logger.warning(
+                    "run %r already finished (%s) in %s: replaying it from the journal, "
+                    "without calling the provider or running tools; use a new run_id for "
+                    "a new run",
+                    run_id,
+                    ended,
+                    self.journal.path,
+                )
+            elif restarted:
+                logger.info(
+                    "run %r restarts from the journal %s: journalled model calls are "
+                    "replayed and journalled tools not run again",
+                    run_id,
+                    self.journal.path,
+                )
+        return transcript, run_id, restarted
 
     def _replayed_response(self, run_id: str, action: SendModel) -> ModelAnswer | None:
         if self.journal is None:
@@ -225,9 +246,9 @@ class ToolLoop(_LoopBase):
             run_id: the run's id; required with a journal (a restart uses the same id).
             system: Anthropic's separate system prompt.
         """
-        transcript, run_id = self._start(messages, system, run_id)
+        transcript, run_id, restarted = self._start(messages, system, run_id)
         machine = self._machine(counter=self._count_endpoint())
-        flow = machine.run(transcript, run_id=run_id, system=system)
+        flow = machine.run(transcript, run_id=run_id, system=system, restarted=restarted)
         return self._drive(machine, flow, run_id, None)
 
     def resume(self, state: RunState, *, results: Mapping[str, str] | None = None) -> RunResult:
@@ -255,8 +276,8 @@ class ToolLoop(_LoopBase):
 
         Iterate the returned :class:`RunStream`; its ``result`` is set at the end.
         """
-        transcript, run_id = self._start(messages, system, run_id)
-        return RunStream(self, transcript, run_id, system)
+        transcript, run_id, restarted = self._start(messages, system, run_id)
+        return RunStream(self, transcript, run_id, system, restarted=restarted)
 
     def _count_endpoint(self) -> RemoteCounter | None:
         find = getattr(self.provider, "count_endpoint", None)
@@ -375,18 +396,29 @@ class RunStream:
     After iteration ends, :attr:`result` holds the :class:`RunResult`.
     """
 
-    def __init__(self, loop: ToolLoop, transcript: list[Any], run_id: str, system: Any) -> None:
+    def __init__(
+        self,
+        loop: ToolLoop,
+        transcript: list[Any],
+        run_id: str,
+        system: Any,
+        *,
+        restarted: bool = False,
+    ) -> None:
         self._loop = loop
         self._transcript = transcript
         self._run_id = run_id
         self._system = system
+        self._restarted = restarted
         self.result: RunResult | None = None
 
     def __iter__(self) -> Iterator[StreamDelta | Event]:
         pending: list[StreamDelta | Event] = []
         loop = self._loop
         machine = loop._machine(extra_sink=pending.append, counter=loop._count_endpoint())
-        flow = machine.run(self._transcript, run_id=self._run_id, system=self._system)
+        flow = machine.run(
+            self._transcript, run_id=self._run_id, system=self._system, restarted=self._restarted
+        )
         answer: Any = None
         while True:
             try:
@@ -448,11 +480,10 @@ class AsyncToolLoop(_LoopBase):
         self, messages: Sequence[Any], *, run_id: str | None = None, system: Any = None
     ) -> RunResult:
         """Run the loop on ``messages``; see :meth:`ToolLoop.run`."""
-        transcript, run_id = self._start(messages, system, run_id)
+        transcript, run_id, restarted = self._start(messages, system, run_id)
         machine = self._machine(counter=await self._count_endpoint())
-        return await self._drive(
-            machine, machine.run(transcript, run_id=run_id, system=system), run_id
-        )
+        flow = machine.run(transcript, run_id=run_id, system=system, restarted=restarted)
+        return await self._drive(machine, flow, run_id)
 
     async def resume(
         self, state: RunState, *, results: Mapping[str, str] | None = None
@@ -472,8 +503,8 @@ class AsyncToolLoop(_LoopBase):
         self, messages: Sequence[Any], *, run_id: str | None = None, system: Any = None
     ) -> AsyncRunStream:
         """Run the loop, yielding text deltas and events; see :meth:`ToolLoop.stream`."""
-        transcript, run_id = self._start(messages, system, run_id)
-        return AsyncRunStream(self, transcript, run_id, system)
+        transcript, run_id, restarted = self._start(messages, system, run_id)
+        return AsyncRunStream(self, transcript, run_id, system, restarted=restarted)
 
     async def _count_endpoint(self) -> RemoteCounter | None:
         find = getattr(self.provider, "acount_endpoint", None)
@@ -547,12 +578,19 @@ class AsyncRunStream:
     """Async-iterate to get text deltas and events; :attr:`result` is set at the end."""
 
     def __init__(
-        self, loop: AsyncToolLoop, transcript: list[Any], run_id: str, system: Any
+        self,
+        loop: AsyncToolLoop,
+        transcript: list[Any],
+        run_id: str,
+        system: Any,
+        *,
+        restarted: bool = False,
     ) -> None:
         self._loop = loop
         self._transcript = transcript
         self._run_id = run_id
         self._system = system
+        self._restarted = restarted
         self.result: RunResult | None = None
 
     async def __aiter__(self) -> AsyncIterator[StreamDelta | Event]:
@@ -560,7 +598,9 @@ class AsyncRunStream:
         loop = self._loop
         counter = await loop._count_endpoint()
         machine = loop._machine(extra_sink=pending.append, counter=counter)
-        flow = machine.run(self._transcript, run_id=self._run_id, system=self._system)
+        flow = machine.run(
+            self._transcript, run_id=self._run_id, system=self._system, restarted=self._restarted
+        )
         answer: Any = None
         while True:
             try:
