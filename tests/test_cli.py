@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
+import sys
 from contextlib import nullcontext
 from pathlib import Path
 
 import pytest
 
+from tests.exact_tokenizers import CORPUS_DIR
 from windowguard.cli import main
 from windowguard.cli._common import Output, plain_table
 from windowguard.counters import load_counter
@@ -155,7 +159,7 @@ def test_inspect_plain_table_marks_head_newest_and_drops(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     code, out, _ = _run(
-        capsys, "inspect", "example:coding-agent", "--context-window", "32768", "--plain"
+        capsys, "inspect", "example:coding-agent", "--context-window", "16384", "--plain"
     )
     assert code == 0
     assert "head" in out and "(newest)" in out and "DROPPED" in out and "budget" in out
@@ -296,3 +300,214 @@ def test_output_plain_and_rich() -> None:
     assert (out.rich and "━" in stream.getvalue()) or "─" in stream.getvalue()
     assert out.bar(0.5, width=4) == "██░░"
     assert Output(plain=True, force_rich=True).bar(0.5, width=4) == "##.."
+
+
+# --- damaged or empty input, files of transcripts, unknown models, closed pipes -------
+
+TOOL_CALL = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+DAMAGED = [
+    ("[]", "no messages"),
+    ("", "empty file"),
+    ("\n  \n", "empty file"),
+    ('{"messages": []}', "no messages"),
+    ("[1, 2, 3]", "message 0 is a number, not a message object"),
+    ('[{"role": "user", "content": "x"}, null]', "message 1 is null"),
+    ('[{"content": "x"}]', "message 0: a dict with no 'role'"),
+    ('[{"role": "wizard", "content": "x"}]', "unknown role 'wizard'"),
+    (
+        '[{"role": "user", "content": "x"}, {"role": "tool", "tool_call_id": "c1", '
+        '"content": "r"}]',
+        "a tool result for 'c1'",
+    ),
+    (
+        json.dumps(
+            [
+                {"role": "user", "content": "x"},
+                {"role": "assistant", "content": None, "tool_calls": [TOOL_CALL]},
+            ]
+        ),
+        "tool call 'c1' is never answered",
+    ),
+]
+
+
+@pytest.mark.parametrize("command", ["fit", "inspect"])
+@pytest.mark.parametrize(("content", "needle"), DAMAGED)
+def test_damaged_or_empty_input_exits_2_naming_the_problem(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, command: str, content: str, needle: str
+) -> None:
+    path = tmp_path / "t.json"
+    path.write_text(content)
+    code, out, err = _run(capsys, command, str(path), "--context-window", "8192", "--plain")
+    assert code == 2, (out, err)
+    assert err.startswith("windowguard: error: ") and needle in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    if command == "fit":
+        assert out == ""  # nothing written
+
+
+def test_inspect_shows_the_damage_it_exits_2_for(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "t.json"
+    path.write_text(DAMAGED[8][0])
+    code, out, err = _run(capsys, "inspect", str(path), "--context-window", "8192", "--json")
+    assert code == 2 and "a tool result for 'c1'" in err
+    report = json.loads(out)
+    assert report["problems"] and "not fitted" in report["fit"]["error"]
+    assert all(row["kept"] is None for row in report["rows"])
+
+
+def _transcripts(tmp_path: Path) -> Path:
+    path = tmp_path / "runs.jsonl"
+    runs = [
+        {
+            "id": f"run-{n}",
+            "model": "gpt-4o",
+            "tools": [],
+            "messages": [
+                {"role": "system", "content": "You are terse."},
+                {"role": "user", "content": f"task {n}"},
+                *[{"role": "assistant", "content": "ok " * 50}] * n,
+            ],
+        }
+        for n in (1, 3, 5)
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in runs))
+    return path
+
+
+def test_jsonl_of_transcripts_reads_one_and_says_how_many(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = _transcripts(tmp_path)
+    code, out, err = _run(capsys, "inspect", str(path), "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["messages"] == 3 and report["model"] == "gpt-4o"
+    assert report["transcript"] == {"file": str(path), "index": 0, "of": 3, "id": "run-1"}
+    assert "3 transcripts" not in err and "--index N or --id ID" in err  # says how to pick
+    for argv, messages in ((("--index", "2"), 7), (("--id", "run-3"), 5)):
+        report = _inspect_json(capsys, str(path), *argv)
+        assert report["messages"] == messages
+    code, out, _ = _run(capsys, "inspect", str(path), "--index", "1", "--plain")
+    assert code == 0 and out.startswith("transcript --index 1 of 3 (id run-3): 5 messages")
+
+
+def test_fit_of_a_transcript_file_writes_the_chosen_one_as_a_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = _transcripts(tmp_path)
+    code, out, err = _run(capsys, "fit", str(path), "--id", "run-5", "--context-window", "8192")
+    assert code == 0, err
+    [line] = out.splitlines()
+    fitted = json.loads(line)
+    assert fitted["id"] == "run-5" and len(fitted["messages"]) == 7
+    assert "transcript --index 2 of 3, id run-5" in err
+
+
+@pytest.mark.parametrize(
+    ("lines", "argv", "needle"),
+    [
+        (
+            ['{"id": "a", "messages": [{"role": "user", "content": "x"}]}', '{"role": "user"}'],
+            (),
+            "mixes transcripts (line 1) and messages (line 2)",
+        ),
+        (['{"role": "user", "content": "x"}'], ("--jsonl", "transcripts"), "1: not a transcript"),
+        (['{"role": "user", "content": "x"}'], ("--index", "0"), "holds messages"),
+        (['{"id": "a", "messages": []}'], (), "no messages"),
+        (
+            ['{"id": "a", "messages": [{"role": "user", "content": "x"}]}'],
+            ("--index", "1"),
+            "out of range",
+        ),
+        (
+            ['{"id": "a", "messages": [{"role": "user", "content": "x"}]}'],
+            ("--id", "b"),
+            "has id 'b'",
+        ),
+        (['{"id": "a", "messages": [{"role": "user", "content": "x"}]}', "{oops"], (), "line 2"),
+    ],
+)
+def test_bad_transcript_files_are_one_line(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    lines: list[str],
+    argv: tuple[str, ...],
+    needle: str,
+) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    for command in ("fit", "inspect"):
+        code, _, err = _run(capsys, command, str(path), "--context-window", "8192", *argv)
+        assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_jsonl_option_reads_messages_even_when_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "one.jsonl"
+    path.write_text('{"role": "user", "content": "hi"}\n')
+    code, out, _ = _run(capsys, "fit", str(path), "--context-window", "8192")
+    assert code == 0 and json.loads(out) == {"role": "user", "content": "hi"}
+    code, out, _ = _run(capsys, "fit", str(path), "--context-window", "8192", "--jsonl", "messages")
+    assert code == 0 and out == '{"role": "user", "content": "hi"}\n'
+
+
+def test_the_real_corpus_is_read_as_transcripts(capsys: pytest.CaptureFixture[str]) -> None:
+    corpus = CORPUS_DIR / "openhands.jsonl"
+    if not corpus.is_file():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"corpus unavailable in CI: {corpus}")
+        pytest.skip(f"corpus unavailable: {corpus}")
+    report = _inspect_json(capsys, str(corpus), "--index", "2")
+    assert report["transcript"]["of"] == 7 and report["messages"] == 100
+    assert report["window_source"] == "catalog" and report["estimated_tokens"] > 10_000
+    # the first run ends with an unanswered `finish` call: damage, shown and exit 2
+    code, out, err = _run(capsys, "inspect", str(corpus), "--json")
+    assert code == 2 and "toolu_23" in err and json.loads(out)["messages"] == 47
+
+
+def test_unknown_model_is_said_loudly(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "t.json"
+    path.write_text('[{"role": "user", "content": "hi"}]')
+    for command in ("fit", "inspect"):
+        code, _, err = _run(capsys, command, str(path), "--model", "surely-not-a-model-xyz")
+        assert code == 0
+        assert "warning: unknown model 'surely-not-a-model-xyz'" in err and "8192" in err
+        code, _, err = _run(capsys, command, str(path))
+        assert code == 0 and "warning: no model named" in err
+        code, _, err = _run(capsys, command, str(path), "--model", "gpt-4o")
+        assert code == 0 and "warning" not in err
+    path.write_text('[{"role": "user", "content": "' + "x" * 40000 + '"}]')
+    code, _, err = _run(capsys, "fit", str(path), "--model", "surely-not-a-model-xyz")
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "CONTEXT_TRUNCATED" in err and "unknown model 'surely-not-a-model-xyz'" in err
+
+
+def test_bundled_example_fits_its_own_model(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run(capsys, "inspect", "example:coding-agent", "--json")
+    assert code == 0 and "warning" not in err
+    report = json.loads(out)
+    assert report["window_source"] == "catalog" and report["context_window"] == 1_048_576
+    assert "error" not in report["fit"]
+
+
+MAIN = "import sys; from windowguard.cli import main; sys.exit(main(sys.argv[1:]))"
+
+
+def test_a_closed_pipe_ends_quietly() -> None:
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader (`| head`) is gone before anything is written
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", MAIN, "inspect", "example:coding-agent", "--plain"],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        os.close(write_end)
+    assert done.stderr == "" and done.returncode == 141

@@ -9,15 +9,17 @@ Subcommands, one module each:
     plot          pressure, prunes and shrinks over steps as PNG (:mod:`.plot`)
     emulate       run the provider emulator (:mod:`windowguard.emulator.cli`)
 
-Invariants: bad input (missing file, broken JSON, unknown format or model) prints one
-line to stderr and exits 2 — never a traceback; ``--help`` works on every command;
-output is plain text unless rich is installed, stdout is a terminal and ``--plain``
-was not given.
+Invariants: bad input (missing file, broken JSON, empty or damaged transcript, unknown
+format) prints one line to stderr and exits 2 — never a traceback; ``--help`` works on
+every command; output is plain text unless rich is installed, stdout is a terminal and
+``--plain`` was not given. A reader that stops early (``| head``) ends the command
+quietly with status 141, as SIGPIPE ends other Unix tools.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -67,12 +69,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CliError, WindowGuardError) as exc:
         print(f"windowguard: error: {_one_line(exc)}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        _silence_stdout()
+        return _BROKEN_PIPE
     except OSError as exc:
         print(f"windowguard: error: {_one_line(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("windowguard: interrupted", file=sys.stderr)
         return 130
+
+
+_BROKEN_PIPE = 128 + 13
+"""The status a shell reports for a process ended by SIGPIPE (``seq 1 99999 | head``)."""
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's final flush into the closed pipe
+    does not print ``Exception ignored … BrokenPipeError`` on the way out."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no real file descriptor (captured in tests)
+        pass
 
 
 def _one_line(exc: BaseException) -> str:

@@ -1,8 +1,10 @@
-"""What the ``windowguard`` subcommands share: reading transcripts, model options, output.
+"""What the ``windowguard`` subcommands share: errors, options, the model, output.
 
 Invariants: bad input is reported by raising :class:`CliError` (or any
 :class:`~windowguard.exceptions.WindowGuardError`) with a one-line message; ``main``
-turns it into one line on stderr and exit status 2. Output goes through
+turns it into one line on stderr and exit status 2. A window that is only the fallback
+for a model nobody knows is said as a warning (:func:`window_warning`). Reading
+transcripts lives in :mod:`._transcripts`. Output goes through
 :class:`Output`, which uses rich (tables, colour) only when it is installed, the
 stream is a terminal and ``--plain`` was not given; otherwise it writes aligned plain
 text, so pipes and logs never see escape codes.
@@ -11,29 +13,31 @@ text, so pipes and logs never see escape codes.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
-from typing import Any, NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from ..adapters import FORMATS
 from ..catalog import ModelInfo
 from ..manager import ContextWindowManager
+
+if TYPE_CHECKING:
+    from ._transcripts import Transcript
 
 __all__ = [
     "EXAMPLE",
     "ArgumentParser",
     "CliError",
     "Output",
-    "Transcript",
     "add_model_options",
     "common_parent",
     "make_manager",
+    "non_negative_int",
     "positive_int",
-    "read_transcript",
+    "read_text",
+    "warn",
+    "window_warning",
 ]
 
 EXAMPLE = "example:coding-agent"
@@ -41,74 +45,6 @@ EXAMPLE = "example:coding-agent"
 
 class CliError(Exception):
     """A one-line error for the user; exit status 2."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Transcript:
-    """A transcript file as read: messages plus what travelled with them.
-
-    Attributes:
-        messages: the messages, as loaded.
-        tools: the tool schemas the file carried, if any.
-        system: Anthropic's separate system argument, if any.
-        model: the model the file names, if any.
-        container: ``"list"``, ``"object"`` or ``"jsonl"`` (how to write it back).
-        raw: the whole parsed document.
-    """
-
-    messages: list[Any]
-    tools: list[Any] | None
-    system: Any
-    model: str | None
-    container: str
-    raw: Any
-
-
-def read_transcript(path: str) -> Transcript:
-    """Read a transcript: a JSON list of messages, a JSON object with ``messages``
-    (and optionally ``tools``, ``system``, ``model``) or Responses ``input``, or JSON
-    Lines of messages. JSON vs JSON Lines is detected.
-
-    Args:
-        path: the file, or ``example:coding-agent`` for the bundled example (a real
-            OpenHands run).
-
-    Raises:
-        CliError: the file is missing, unreadable, not JSON or not a transcript.
-    """
-    if path == EXAMPLE:
-        text = resources.files("windowguard.examples").joinpath("coding_agent.json").read_text()
-    else:
-        text = read_text(path)
-    try:
-        data = json.loads(text)
-        container = "list" if isinstance(data, list) else "object"
-    except json.JSONDecodeError as whole:
-        try:
-            data = [json.loads(line) for line in text.splitlines() if line.strip()]
-        except json.JSONDecodeError:
-            raise CliError(
-                f"{path}: not JSON or JSON Lines (line {whole.lineno}: {whole.msg})"
-            ) from whole
-        container = "jsonl"
-    if isinstance(data, list):
-        return Transcript(
-            messages=data, tools=None, system=None, model=None, container=container, raw=data
-        )
-    if isinstance(data, dict):
-        key = "messages" if isinstance(data.get("messages"), list) else "input"
-        if isinstance(data.get(key), list):
-            tools = data.get("tools")
-            model = data.get("model")
-            return Transcript(
-                messages=data[key],
-                tools=tools if isinstance(tools, list) else None,
-                system=data.get("system"),
-                model=model if isinstance(model, str) else None,
-                container="object",
-                raw=data,
-            )
-    raise CliError(f"{path}: expected a list of messages or an object with 'messages'")
 
 
 def read_text(path: str) -> str:
@@ -136,6 +72,17 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be positive: {text}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative: {text}")
     return value
 
 
@@ -178,6 +125,28 @@ def make_manager(args: argparse.Namespace, transcript: Transcript) -> ContextWin
     if args.max_output_tokens is not None:
         raise CliError("--max-output-tokens needs --context-window")
     return ContextWindowManager(model, safety=args.safety)
+
+
+def window_warning(manager: ContextWindowManager) -> str | None:
+    """What to say when the window is the fallback for a model nobody knows, else None."""
+    info = manager.model_info
+    if info.source_of("context_window") != "fallback":
+        return None
+    fix = "pass --context-window N, or a --model that `windowguard models` knows"
+    if not manager.model:
+        return (
+            f"no model named (--model, or 'model' in the file): the window is the "
+            f"{info.context_window}-token fallback; {fix}"
+        )
+    return (
+        f"unknown model {manager.model!r}: not in the catalog or overrides, so the window "
+        f"is the {info.context_window}-token fallback; {fix}"
+    )
+
+
+def warn(message: str) -> None:
+    """One warning line on stderr (the command goes on)."""
+    print(f"windowguard: warning: {message}", file=sys.stderr, flush=True)
 
 
 def _rich_console(stream: TextIO) -> Any:

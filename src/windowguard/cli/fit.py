@@ -1,8 +1,10 @@
 """``windowguard fit FILE``: write the fitted transcript, in the file's own shape.
 
 The fitted transcript goes to stdout (or ``-o``) as JSON, JSON Lines or the same JSON
-object with its ``messages`` / ``input`` replaced; a one-line summary goes to stderr, so
-``windowguard fit t.json > fitted.json`` stays clean.
+object with its ``messages`` / ``input`` replaced (from a file of transcripts, the chosen
+one as one line); a one-line summary goes to stderr, so ``windowguard fit t.json >
+fitted.json`` stays clean. Damaged or empty input writes nothing and exits 2: fitting it
+would pass the damage on for the provider to refuse.
 """
 
 from __future__ import annotations
@@ -14,7 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from ..exceptions import ContextTruncatedError
-from ._common import EXAMPLE, CliError, add_model_options, make_manager, read_transcript
+from ._common import (
+    EXAMPLE,
+    CliError,
+    add_model_options,
+    make_manager,
+    warn,
+    window_warning,
+)
+from ._transcripts import add_input_options, damage, damage_line, load_transcript
 
 __all__ = ["register", "run"]
 
@@ -29,6 +39,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         f"goes to stderr. FILE may be '{EXAMPLE}' for the bundled example.",
     )
     parser.add_argument("file", metavar="FILE", help=f"transcript file, or {EXAMPLE}")
+    add_input_options(parser)
     add_model_options(parser)
     parser.add_argument("-o", "--output", help="write the fitted transcript here")
     parser.set_defaults(handler=run)
@@ -38,10 +49,15 @@ def run(args: argparse.Namespace) -> int:
     """Run ``windowguard fit``; returns the exit status.
 
     Raises:
-        CliError: unreadable input, or nothing fits (``CONTEXT_TRUNCATED``).
+        CliError: unreadable, empty or damaged input, or nothing fits
+            (``CONTEXT_TRUNCATED``).
     """
-    transcript = read_transcript(args.file)
+    transcript = load_transcript(args)
+    problems = damage(transcript, args.format)
+    if problems:
+        raise CliError(damage_line(transcript, problems) + "; nothing written")
     mgr = make_manager(args, transcript)
+    fallback = window_warning(mgr)
     try:
         fit = mgr.fit(
             transcript.messages,
@@ -51,8 +67,12 @@ def run(args: argparse.Namespace) -> int:
             format=args.format,
         )
     except ContextTruncatedError as exc:
-        raise CliError(f"CONTEXT_TRUNCATED: {exc}") from exc
-    if transcript.container == "jsonl":
+        note = f" ({fallback})" if fallback else ""
+        raise CliError(f"CONTEXT_TRUNCATED: {exc}{note}") from exc
+    if transcript.container == "jsonl-transcripts":
+        key = "messages" if "messages" in transcript.raw else "input"
+        out = json.dumps({**transcript.raw, key: fit.messages}, ensure_ascii=False) + "\n"
+    elif transcript.container == "jsonl":
         out = "".join(json.dumps(m, ensure_ascii=False) + "\n" for m in fit.messages)
     elif transcript.container == "list":
         out = json.dumps(fit.messages, ensure_ascii=False, indent=1) + "\n"
@@ -67,9 +87,14 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(f"{args.output}: cannot write: {exc}") from exc
     else:
         sys.stdout.write(out)
+    if fallback:
+        warn(fallback)
     info = mgr.model_info
-    summary = (
-        f"windowguard fit: {len(transcript.messages)} -> {len(fit.messages)} messages, "
+    summary = "windowguard fit: "
+    if transcript.count > 1:
+        summary += f"{transcript.where}: "
+    summary += (
+        f"{len(transcript.messages)} -> {len(fit.messages)} messages, "
         f"dropped {fit.dropped_turns} oldest turns; ~{fit.estimated_tokens} tokens of a "
         f"{fit.budget} budget (window {fit.context_window} from {info.source}, "
         f"pressure {fit.pressure:.0%}); max_tokens {fit.max_tokens}"
@@ -80,5 +105,7 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.output:
         summary += f"; written to {args.output}"
+    if transcript.count > 1 and not transcript.chosen:
+        summary += "; --index N or --id ID picks another"
     print(summary, file=sys.stderr)
     return 0

@@ -8,6 +8,10 @@ pressure before and after fitting; with ``--tokenizer`` an exact count next to i
 with ``--endpoint URL`` the serving endpoint's own count of the whole transcript and of
 the fitted request (its count API found by discovery). ``--json`` prints the same as one
 JSON object. Inspecting never changes the file.
+
+Damaged input (no role, unknown role, an orphaned result, an unanswered call) is shown
+with its damage but not fitted, and exits 2 with one line naming the first problem; a
+window that is only the fallback for an unknown model is a warning on stderr.
 """
 
 from __future__ import annotations
@@ -22,14 +26,23 @@ from typing import Any
 
 from ..accounting.remote import CountQuery, RemoteCountError, discover_counter
 from ..adapters import shape_messages
-from ..counters import load_counter
+from ..counters import TokenCounter, load_counter
 from ..estimate import Estimator
 from ..exceptions import ConfigurationError, ContextTruncatedError
 from ..manager import ContextWindowManager, Fit
 from ..shapes import Shape
 from ..templates import TEMPLATES, count_prompt_parts
 from ..turns import segment
-from ._common import EXAMPLE, CliError, Output, add_model_options, make_manager, read_transcript
+from ._common import (
+    EXAMPLE,
+    CliError,
+    Output,
+    add_model_options,
+    make_manager,
+    warn,
+    window_warning,
+)
+from ._transcripts import add_input_options, damage_line, load_transcript
 
 __all__ = ["TurnRow", "register", "run"]
 
@@ -73,6 +86,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         f"JSON or JSON Lines are detected. FILE may be '{EXAMPLE}'.",
     )
     parser.add_argument("file", metavar="FILE", help=f"transcript file, or {EXAMPLE}")
+    add_input_options(parser)
     add_model_options(parser)
     parser.add_argument(
         "--tokenizer",
@@ -122,18 +136,29 @@ def _kinds(shapes: Sequence[Shape]) -> str:
     return " ".join(parts)
 
 
-def _exact_counts(
-    args: argparse.Namespace, messages: Sequence[Any], shapes: Sequence[Shape], fmt: str, tools: Any
-) -> tuple[list[int], int, str] | None:
-    """Exact tokens per message plus the fixed part, and how they were counted."""
+def _load_tokenizer(args: argparse.Namespace) -> TokenCounter | None:
+    """The ``--tokenizer`` counter, loaded before anything is printed."""
     if not args.tokenizer:
         return None
     try:
-        counter = load_counter(args.tokenizer)
+        return load_counter(args.tokenizer)
     except ImportError as exc:
         raise CliError(f"--tokenizer {args.tokenizer}: {exc}") from exc
     except (ConfigurationError, OSError, ValueError, KeyError) as exc:
         raise CliError(f"--tokenizer {args.tokenizer}: cannot load: {exc}") from exc
+
+
+def _exact_counts(
+    args: argparse.Namespace,
+    counter: TokenCounter | None,
+    messages: Sequence[Any],
+    shapes: Sequence[Shape],
+    fmt: str,
+    tools: Any,
+) -> tuple[list[int], int, str] | None:
+    """Exact tokens per message plus the fixed part, and how they were counted."""
+    if counter is None:
+        return None
     if fmt == "openai_chat" and all(isinstance(m, Mapping) for m in messages):
         try:
             parts = count_prompt_parts(counter, messages, tools, template=args.template)
@@ -153,8 +178,14 @@ def inspect_transcript(
     messages: list[Any],
     tools: Any,
     system: Any,
+    *,
+    tokenizer: TokenCounter | None = None,
 ) -> dict[str, Any]:
-    """The whole inspection as a JSON-ready dict (``rows`` are :class:`TurnRow` dicts)."""
+    """The whole inspection as a JSON-ready dict (``rows`` are :class:`TurnRow` dicts).
+
+    A damaged transcript is segmented and counted but not fitted (fitting would pass it
+    on unchanged): ``fit`` then holds an ``error`` and every row's ``kept`` is None.
+    """
     shaped = shape_messages(messages, format=args.format, system=system)
     seg = segment(shaped.shapes)
     factor = manager.calibration.factor
@@ -169,14 +200,21 @@ def inspect_transcript(
         counted_by = f"heuristic:{estimator.tokenizer} x{factor:.2f}"
     fit: Fit | None = None
     error = ""
-    try:
-        fit = manager.fit(
-            messages, tools=tools, max_tokens=args.max_tokens, system=system, format=shaped.format
-        )
-    except ContextTruncatedError as exc:
-        error = f"CONTEXT_TRUNCATED: {exc}"
+    if seg.problems:
+        error = "not fitted: the transcript is damaged (fit would send it unchanged)"
+    else:
+        try:
+            fit = manager.fit(
+                messages,
+                tools=tools,
+                max_tokens=args.max_tokens,
+                system=system,
+                format=shaped.format,
+            )
+        except ContextTruncatedError as exc:
+            error = f"CONTEXT_TRUNCATED: {exc}"
     kept_ids = {id(m) for m in fit.messages} if fit is not None else set()
-    exact = _exact_counts(args, messages, shaped.shapes, shaped.format, tools)
+    exact = _exact_counts(args, tokenizer, messages, shaped.shapes, shaped.format, tools)
     spans = [range(seg.head_stop), *seg.turns] if seg.head_stop else list(seg.turns)
     rows: list[TurnRow] = []
     total = fixed
@@ -322,16 +360,36 @@ def run(args: argparse.Namespace) -> int:
     """Run ``windowguard inspect``; returns the exit status.
 
     Raises:
-        CliError: unreadable input or tokenizer.
+        CliError: unreadable, empty or damaged input (a damaged transcript's report is
+            printed first), or an unreadable tokenizer.
     """
-    transcript = read_transcript(args.file)
+    transcript = load_transcript(args)
+    tokenizer = _load_tokenizer(args)
     manager = make_manager(args, transcript)
     tools = None if args.no_tools else transcript.tools
-    report = inspect_transcript(args, manager, transcript.messages, tools, transcript.system)
+    report = inspect_transcript(
+        args, manager, transcript.messages, tools, transcript.system, tokenizer=tokenizer
+    )
+    report["transcript"] = {
+        "file": transcript.path,
+        "index": transcript.index,
+        "of": transcript.count,
+        "id": transcript.transcript_id,
+    }
+    fallback = window_warning(manager)
+    report["warning"] = fallback
+    problems = report["problems"]
+    if not problems:
+        if fallback:
+            warn(fallback)
+        if transcript.count > 1 and not transcript.chosen:
+            warn(f"{transcript.where}: --index N or --id ID picks another")
     if args.json:
         print(json.dumps(report, indent=1))
-        return 0
-    _render(Output(plain=args.plain), report)
+    else:
+        _render(Output(plain=args.plain), report)
+    if problems:
+        raise CliError(damage_line(transcript, problems))
     return 0
 
 
@@ -356,8 +414,13 @@ def _render(out: Output, report: dict[str, Any]) -> None:
             "red" if row["kept"] is False else ("bold" if row["label"] == "head" else None)
         )
     right = (3, 4, 5) if exact else (3, 4)
+    source = report["transcript"]
+    picked = ""
+    if source["of"] > 1:
+        named = f" (id {source['id']})" if source["id"] else ""
+        picked = f"transcript --index {source['index']} of {source['of']}{named}: "
     title = (
-        f"{report['messages']} messages ({report['format']}), {report['turns']} turns; "
+        f"{picked}{report['messages']} messages ({report['format']}), {report['turns']} turns; "
         f"model {report['model'] or '(none)'}, window {report['context_window']} "
         f"from {report['window_source']}, tokenizer family {report['tokenizer_family']}; "
         f"counted by {report['counted_by']}"
