@@ -9,11 +9,13 @@ from pathlib import Path
 import pytest
 
 from windowguard.cli import main
+from windowguard.cli.demo import summary_rows
 from windowguard.demo import DemoAgent, DemoOptions, project_files, project_tools, run_scenario
 from windowguard.demo.chart import read_events, series_from_events
+from windowguard.demo.runner import DemoRun
 from windowguard.emulator import EmulatorRequest, ToolSpec
 from windowguard.events import ModelCall, ToolResultEvent
-from windowguard.exceptions import ConfigurationError
+from windowguard.exceptions import ConfigurationError, ContextTruncatedError
 from windowguard.failures import FailureKind
 
 SMALL = {"context_window": 6144, "iterations": 10, "max_tokens": 512}
@@ -178,3 +180,64 @@ def test_demo_bad_options_exit_nonzero(capsys: pytest.CaptureFixture[str], tmp_p
     code = main(["demo", "--out", str(blocker / "sub")])
     err = capsys.readouterr().err
     assert code == 2 and "output folder" in err and "Traceback" not in err
+
+
+def _run_value(**fields: object) -> DemoRun:
+    base: dict[str, object] = {
+        "managed": True,
+        "termination": "CONTEXT_TRUNCATED",
+        "model_calls": 3,
+        "tool_calls": 5,
+        "pressures": (0.2, 0.4),
+        "peak_pressure": 0.4,
+        "window_use": 0.5,
+        "prunes": 1,
+        "new_cuts": 1,
+        "dropped_turns": 1,
+        "shrinks": 0,
+        "input_tokens": 1950,
+        "transcript_messages": 10,
+        "failure": None,
+        "failed_at_call": None,
+        "answer": "",
+        "window_source": "discovered",
+        "events": (),
+    }
+    return DemoRun(**{**base, **fields})  # type: ignore[arg-type]
+
+
+def test_summary_says_why_a_run_was_truncated() -> None:
+    exact = ContextTruncatedError(
+        estimated_tokens=2163,
+        budget=524,
+        context_window=2048,
+        exact=True,
+        source="ledger",
+        floor=200,
+    )
+    estimated = ContextTruncatedError(estimated_tokens=1430, budget=524, context_window=2048)
+    rows = summary_rows(_run_value(error=exact), _run_value(error=estimated))
+    failure = {name: (a, b) for name, a, b in rows}["failure"]
+    assert (
+        failure[0]
+        == "refused call 4 (nothing sent): head + newest turn + tools 2163 exact + 200 output > 2048"
+    )
+    assert (
+        failure[1]
+        == "refused call 4 (nothing sent): head + newest turn ~1430 > budget 524 (window 2048)"
+    )
+
+
+def test_demo_command_shows_why_the_guarded_run_was_truncated(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # 2048 tokens less a 1024-token reply cannot hold the task, the tools and two files.
+    argv = ["demo", "--window", "2048", "--iterations", "4", "--no-chart", "--plain"]
+    code = main([*argv, "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "= CONTEXT_TRUNCATED after" in out
+    refused = next(line for line in out.splitlines() if "refused:" in line)
+    assert "context window 2048" in refused and "nothing was sent" in refused
+    failure = next(line for line in out.splitlines() if line.startswith("failure"))
+    assert "refused call" in failure and "> 2048" in failure

@@ -113,7 +113,26 @@ class _Progress:
             )
 
 
+def _refusal_text(run: DemoRun) -> str:
+    """Why the manager refused the next send: the numbers of its ContextTruncatedError."""
+    error = run.error
+    assert error is not None
+    if error.exact and error.floor is not None:
+        numbers = (
+            f"head + newest turn + tools {error.estimated_tokens} exact "
+            f"+ {error.floor} output > {error.context_window}"
+        )
+    else:
+        numbers = (
+            f"head + newest turn ~{error.estimated_tokens} > budget {error.budget} "
+            f"(window {error.context_window})"
+        )
+    return f"refused call {run.model_calls + 1} (nothing sent): {numbers}"
+
+
 def _failure_text(run: DemoRun) -> str:
+    if run.error is not None:
+        return _refusal_text(run)
     failure = run.failure
     if failure is None:
         return "-"
@@ -190,6 +209,9 @@ def run(args: argparse.Namespace) -> int:
         with JsonlSink(path) as sink:
             runs.append(run_scenario(options, managed=managed, sinks=[sink, _Progress(out, tag)]))
         paths.append(path)
+        if runs[-1].error is not None:  # the reason the run stopped, with its numbers
+            refused = runs[-1].model_calls + 1
+            out.line(f"{tag}   call {refused} refused: {runs[-1].error}", style="bold red")
     guarded, unguarded = runs
     out.line()
     out.table(

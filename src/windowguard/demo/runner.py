@@ -32,7 +32,7 @@ from ..events import (
     ProviderErrorEvent,
     TranscriptPruned,
 )
-from ..exceptions import ConfigurationError
+from ..exceptions import ConfigurationError, ContextTruncatedError
 from ..failures import Failure
 from ..loop import ToolLoop
 from ..manager import ContextWindowManager
@@ -158,6 +158,7 @@ class DemoRun:
         transcript_messages: messages in the final full transcript.
         failure: the classified provider failure that ended the run, if any.
         failed_at_call: the number (from 1) of the model call that failed.
+        error: the ContextTruncatedError that ended the run before a send, if any.
         answer: the final reply's text.
         window_source: where the window came from (``discovered``, ``explicit`` ...).
         events: every event, in order.
@@ -178,6 +179,7 @@ class DemoRun:
     transcript_messages: int
     failure: Failure | None
     failed_at_call: int | None
+    error: ContextTruncatedError | None = None
     answer: str
     window_source: str
     events: tuple[Event, ...]
@@ -285,6 +287,7 @@ def run_scenario(options: DemoOptions, *, managed: bool, sinks: Sequence[Sink] =
         transcript_messages=len(result.messages),
         failure=result.failure,
         failed_at_call=errors[-1].step + 1 if result.failure is not None and errors else None,
+        error=result.error if isinstance(result.error, ContextTruncatedError) else None,
         answer=result.text,
         window_source=info.source,
         events=events,
