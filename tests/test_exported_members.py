@@ -19,6 +19,12 @@ def test_all_is_sorted_and_complete() -> None:
     assert all(hasattr(windowguard, name) for name in windowguard.__all__)
 
 
+def test_namespace_holds_no_typing_helpers() -> None:
+    public = {name for name in vars(windowguard) if not name.startswith("_")}
+    assert not {"Any", "TYPE_CHECKING"} & public
+    assert not [name for name in dir(windowguard) if name in ("Any", "TYPE_CHECKING")]
+
+
 def test_importing_windowguard_imports_no_provider_sdk() -> None:
     code = "import sys, windowguard; print(sorted(m for m in ('openai', 'anthropic', 'tiktoken', 'tokenizers') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -10,7 +10,9 @@ the window.
 This module never imports a provider SDK: the provider classes are loaded on first use.
 """
 
-from typing import TYPE_CHECKING, Any
+# Aliased so that `wg.Any` and `wg.TYPE_CHECKING` are not part of the namespace.
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+from typing import Any as _Any
 
 from .accounting.remote import CountQuery as CountQuery
 from .accounting.remote import RemoteCounter as RemoteCounter
@@ -93,7 +95,7 @@ from .tools import tool as tool
 from .turns import Segmentation as Segmentation
 from .turns import segment as segment
 
-if TYPE_CHECKING:
+if _TYPE_CHECKING:
     from .providers.anthropic import AnthropicProvider as AnthropicProvider
     from .providers.anthropic import AsyncAnthropicProvider as AsyncAnthropicProvider
     from .providers.openai import AsyncOpenAIChatProvider as AsyncOpenAIChatProvider
@@ -104,7 +106,7 @@ _LAZY_PROVIDERS = frozenset(
 )
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _Any:
     """Provider classes import their SDK on first use, never with ``import windowguard``."""
     if name in _LAZY_PROVIDERS:
         from . import providers
