@@ -17,14 +17,14 @@ from __future__ import annotations
 import hashlib
 import json
 import operator
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .accounting.ledger import Entry, Ledger
 from .adapters import format_evidence, shaper
 from .adapters.anthropic import shape_system
 from .estimate import Estimator
-from .exceptions import InvalidTranscriptError
+from .exceptions import ConfigurationError, InvalidTranscriptError
 from .shapes import Format
 from .turns import TurnIndex
 
@@ -64,8 +64,17 @@ class Transcript:
             key = id(message)
             entry = cache.get(key)
             if entry is None or entry.message is not message:
-                shape = shape_of(message)
-                entry = cache[key] = Entry(message, shape, estimate(shape))
+                try:
+                    shape = shape_of(message)
+                    entry = Entry(message, shape, estimate(shape))
+                except (RecursionError, ValueError, TypeError) as exc:
+                    # Circular or absurdly deep content (json cannot serialise it).
+                    position = len(self.seen) + len(entries)
+                    raise InvalidTranscriptError(
+                        f"content that cannot be serialised ({type(exc).__name__}: {exc})",
+                        index=position,
+                    ) from exc
+                cache[key] = entry
             add(entry)
         return entries
 
@@ -174,6 +183,7 @@ class RequestParts:
                 raise InvalidTranscriptError(
                     f"a separate system argument is only used by the Anthropic format, not {fmt}"
                 )
+            _check_system(system)
             cached = self._system
             elements = _elements(system)
             if cached is None or cached[0] is not system or cached[1] != elements:
@@ -187,7 +197,10 @@ class RequestParts:
             known = self._tools
             elements = _elements(tools)
             if known is None or known[0] is not tools or known[1] != elements:
-                tokens = estimator.tools_tokens(tools)
+                try:
+                    tokens = estimator.tools_tokens(tools)
+                except RecursionError as exc:
+                    raise ConfigurationError(f"tools nest too deeply to serialise: {exc}") from exc
                 known = self._tools = (tools, elements, tokens, digest(tools))
             raw += known[2]
             tools_digest = known[3]
@@ -200,14 +213,42 @@ class RequestParts:
         )
 
 
+def _check_system(system: object) -> None:
+    """Anthropic's ``system`` is a string or a list of text blocks (dicts or SDK objects).
+
+    Raises:
+        InvalidTranscriptError: anything else, named (it would otherwise count as ~0).
+    """
+    if isinstance(system, str):
+        return
+    if not isinstance(system, (list, tuple)):
+        raise InvalidTranscriptError(
+            f"system must be a string or a list of content blocks, got {type(system).__name__}"
+        )
+    for index, block in enumerate(system):
+        kind = block.get("type") if isinstance(block, Mapping) else getattr(block, "type", None)
+        if not isinstance(kind, str):
+            raise InvalidTranscriptError(
+                f"system block {index} must be a content block such as "
+                f'{{"type": "text", "text": ...}}, got {type(block).__name__} {block!r:.40}'
+            )
+
+
 def _elements(value: object) -> tuple[int, ...]:
     """The identities of a list's elements (empty for anything else)."""
     return tuple(map(id, value)) if isinstance(value, (list, tuple)) else ()
 
 
 def digest(value: object) -> str:
-    """A content digest of tools or a system argument (SDK objects dumped)."""
-    text = json.dumps(value, sort_keys=True, default=_dump, ensure_ascii=False)
+    """A content digest of tools or a system argument (SDK objects dumped).
+
+    Raises:
+        ConfigurationError: circular or absurdly deep content.
+    """
+    try:
+        text = json.dumps(value, sort_keys=True, default=_dump, ensure_ascii=False)
+    except (RecursionError, ValueError) as exc:
+        raise ConfigurationError(f"cannot serialise {type(value).__name__}: {exc}") from exc
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
 
 

@@ -6,7 +6,8 @@ name ends in ``Error``::
     WindowGuardError
     ├── ContextTruncatedError      head + newest turn cannot fit the budget; no provider
     │                              call may follow (TerminationReason.CONTEXT_TRUNCATED)
-    ├── InvalidTranscriptError     damaged input (orphaned result, unanswered call, unknown
+    ├── InvalidTranscriptError     not a transcript (empty, non-messages, a mistyped system);
+    │   │                          damaged input (orphaned result, unanswered call, unknown
     │   │                          role, content of a wrong type) with strict=True
     │   └── UnknownFormatError     the wire format could not be detected or is not supported
     ├── ModelInfoError             a model limit or override that cannot be used
@@ -52,7 +53,8 @@ class ModelInfoError(WindowGuardError, ValueError):
 
 
 class InvalidTranscriptError(WindowGuardError, ValueError):
-    """A transcript that is already broken, raised only with ``strict=True``.
+    """A transcript that is not one (empty, holding non-messages, content that cannot be
+    serialised, a mistyped ``system``), or, with ``strict=True``, one that is damaged.
 
     Attributes:
         index: position of the offending message in the caller's list (``-1`` for the

@@ -162,6 +162,12 @@ class ContextWindowManager:
             raise ConfigurationError(
                 f"fallback_window must be a positive int, got {fallback_window!r}"
             )
+        if not isinstance(floor, int) or isinstance(floor, bool) or floor < 1:
+            raise ConfigurationError(f"floor must be a positive int, got {floor!r}")
+        if not isinstance(strict, bool):
+            raise ConfigurationError(f"strict must be True or False, got {strict!r}")
+        if tokenizer is not None and not isinstance(tokenizer, str):
+            raise ConfigurationError(f"tokenizer must be a family name, got {tokenizer!r}")
         if pruning not in POLICIES:
             raise ConfigurationError(f"pruning must be one of {POLICIES}, got {pruning!r}")
         if not isinstance(low_water, (int, float)) or not 0.1 <= low_water <= 1.0:
@@ -435,7 +441,7 @@ class ContextWindowManager:
         wants the remote counter's count, is sent the count (or the exception the count
         raised), and returns the :class:`Fit`. Arguments and errors as for :meth:`fit`.
         """
-        check_messages(messages)
+        messages = _as_transcript(messages)
         explicit = check_format(format)
         if last_usage is None:
             self.reset()
@@ -778,6 +784,27 @@ class ContextWindowManager:
         )
         events.append(TranscriptDeferred(reason="damaged input: not pruned", problems=described))
         return self._result(list(messages), ctx, count, 0, 0, problems, events, 0)
+
+
+def _as_transcript(messages: object) -> Sequence[object]:
+    """The transcript as an indexable sequence (a ``deque`` becomes a list), refusing what
+    cannot be one: not a sequence, empty, or holding things that are not messages."""
+    check_messages(messages)
+    assert isinstance(messages, Sequence)
+    if not isinstance(messages, (list, tuple)):
+        messages = list(messages)
+    if not messages:
+        raise InvalidTranscriptError(
+            "the transcript is empty: a request needs at least the user's message"
+        )
+    for index, message in enumerate(messages):
+        if isinstance(message, (str, bytes, int, float, bool)) or message is None:
+            raise InvalidTranscriptError(
+                f"expected a message (a dict or an SDK message object), got "
+                f"{type(message).__name__} {message!r:.60}",
+                index=index,
+            )
+    return messages
 
 
 def _at_most(value: int | None, limit: int) -> int | None:
