@@ -511,3 +511,57 @@ def test_a_closed_pipe_ends_quietly() -> None:
     finally:
         os.close(write_end)
     assert done.stderr == "" and done.returncode == 141
+
+
+# --- README and docs, as a new user reads them ----------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _code_block(document: str, after: str, fence: str = "```python") -> str:
+    text = (ROOT / document).read_text(encoding="utf-8")
+    start = text.index(fence, text.index(after)) + len(fence) + 1
+    return text[start : text.index("```", start)]
+
+
+def test_readme_quickstart_runs_as_written_against_a_local_server(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code = _code_block("README.md", "## Quickstart")
+    local = "http://127.0.0.1:8000/v1"  # what `windowguard emulate --port 8000` prints
+    assert f'base_url="{local}"' in code and "windowguard emulate --port 8000" in code
+    assert "wg.ModelInfo(context_window=" in code and "def run_tools(" in code
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.chdir(ROOT)  # its task reads pyproject.toml
+    with Emulator(flavor="openai", context_window=8192, model="emulated-model") as emu:
+        namespace: dict[str, object] = {}
+        exec(compile(code.replace(local, emu.base_url), "README.md", "exec"), namespace)
+        assert len(emu.records) == 4 and all(r.status == 200 for r in emu.records)
+    messages = namespace["messages"]
+    assert isinstance(messages, list) and [m["role"] for m in messages[:2]] == ["system", "user"]
+    assert "Done." in capsys.readouterr().out
+
+
+def test_readme_tool_loop_names_the_port_it_uses_and_how_state_travels() -> None:
+    code = _code_block("README.md", "**The tool loop.**")
+    assert 'base_url="http://localhost:8000/v1"' in code
+    assert "windowguard emulate --flavor vllm --port 8000 --model Qwen/Qwen3-8B" in code
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "JSON-serialisable" not in readme  # a RunState is not; its to_json() is
+    assert "state.to_json()" in readme and "wg.RunState.from_json(" in readme
+
+
+def test_docs_demo_summary_is_the_real_one(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    block = _code_block("docs/cli.md", "The end of a\nreal run", fence="```").splitlines()
+    documented = block[block.index("summary (window 8192, vllm)") :]
+    assert main(["demo", "--plain", "--no-chart", "--out", str(tmp_path)]) == 0
+    real = capsys.readouterr().out.splitlines()
+    real = real[real.index("summary (window 8192, vllm)") :]
+    # every row, in order; the run without windowguard exactly (the manager's own numbers
+    # move with the estimator, which bench/ tracks)
+    assert [line[:37] for line in documented[3:15]] == [line[:37] for line in real[3:15]]
+    unguarded = [line[55:] for line in real[3:15]]
+    assert [line[55:] for line in documented[3:15]] == unguarded
+    assert "windowguard-demo/" in (ROOT / ".gitignore").read_text().splitlines()
