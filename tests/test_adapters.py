@@ -60,13 +60,26 @@ def test_openai_image_parts_are_a_fixed_cost_not_base64_length() -> None:
         ({"role": "robot", "content": "x"}, "unknown role 'robot'"),
         ({"content": "x"}, "no 'role'"),
         ({"role": "user", "content": 42}, "got int"),
-        ({"role": "tool", "content": "x"}, "tool_call_id"),
+        ({"role": "tool", "tool_call_id": 7, "content": "x"}, "'tool_call_id' must be a string"),
+        (
+            {"role": "assistant", "tool_calls": [{"id": 7, "function": {"name": "f"}}]},
+            "'id' must be a string",
+        ),
         ({"role": "assistant", "content": None, "tool_calls": "nope"}, "must be a list"),
     ],
 )
 def test_openai_damaged_messages_name_the_problem(message: dict[str, object], needle: str) -> None:
     problem = shape_message(message, "openai_chat").problem
     assert problem is not None and needle in problem
+
+
+def test_openai_calls_and_results_without_ids_carry_the_empty_id_and_their_text() -> None:
+    call = {"type": "function", "function": {"name": "read", "arguments": "{}"}}
+    shape = shape_message({"role": "assistant", "tool_calls": [call, call]}, "openai_chat")
+    assert (shape.opens, shape.problem) == (("", ""), None)
+    assert _texts(shape) == [("dense", "read{}"), ("dense", "read{}")]
+    result = shape_message({"role": "tool", "content": "out"}, "openai_chat")
+    assert (result.answers, result.problem) == (("",), None)
 
 
 def test_anthropic_sdk_blocks_and_tool_results() -> None:
@@ -106,6 +119,18 @@ def test_anthropic_sdk_blocks_and_tool_results() -> None:
     assert not segment(shaped.shapes).problems
 
 
+def test_anthropic_blocks_without_ids_carry_the_empty_id_and_their_text() -> None:
+    use = shape_message(
+        {"role": "assistant", "content": [{"type": "tool_use", "name": "ls", "input": {}}]},
+        "anthropic",
+    )
+    assert (use.opens, use.problem, _texts(use)) == (("",), None, [("dense", "ls{}")])
+    result = shape_message(
+        {"role": "user", "content": [{"type": "tool_result", "content": "a b"}]}, "anthropic"
+    )
+    assert (result.answers, result.problem, _texts(result)) == (("",), None, [("dense", "a b")])
+
+
 def test_anthropic_system_role_in_messages_is_damage_with_a_hint() -> None:
     problem = shape_message({"role": "system", "content": "x"}, "anthropic").problem
     assert problem is not None and "system=" in problem
@@ -126,6 +151,16 @@ def test_responses_sdk_items_pair_by_call_id_and_unknown_items_travel() -> None:
     assert ("dense", "ENC") in _texts(shaped.shapes[1])
     seg = segment(shaped.shapes)
     assert seg.turn_starts == (1,) and not seg.problems
+
+
+def test_responses_items_without_call_ids_carry_the_empty_id() -> None:
+    call = shape_message({"type": "function_call", "name": "ls", "arguments": "{}"}, "responses")
+    assert (call.opens, call.problem) == (("",), None)
+    # an output item's own id names the output, never the call it answers
+    output = shape_message(
+        {"type": "function_call_output", "id": "fco_1", "output": "x"}, "responses"
+    )
+    assert (output.answers, output.problem) == (("",), None)
 
 
 def test_responses_builtin_calls_pair_and_self_contained_calls_do_not_open() -> None:

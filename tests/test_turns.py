@@ -92,14 +92,32 @@ def test_unanswered_call_and_result_before_any_call_are_damage() -> None:
     assert "never answered" in problems[1].problem
 
 
-def test_duplicate_call_id_in_one_turn_is_damage() -> None:
+def test_repeated_call_ids_in_one_turn_pair_by_position() -> None:
     shapes = _shapes(
         ("user", (), ()),
         ("assistant", ("a", "a"), ()),
         ("tool", (), ("a",)),
         ("tool", (), ("a",)),
     )
-    assert any("twice" in p.problem for p in segment(shapes).problems)
+    assert not segment(shapes).problems
+    (problem,) = segment([*shapes, Shape(kind="tool", answers=("a",))]).problems
+    assert (problem.index, "answered twice" in problem.problem) == (4, True)
+
+
+def test_calls_and_results_without_ids_pair_by_position() -> None:
+    shapes = _shapes(
+        ("user", (), ()),
+        ("assistant", ("", "b", ""), ()),
+        ("tool", (), ("",)),
+        ("tool", (), ("b",)),
+        ("tool", (), ("",)),
+    )
+    assert not segment(shapes).problems
+    (problem,) = segment(shapes[:-1]).problems
+    assert (problem.index, problem.problem) == (
+        1,
+        "a tool call without an id is never answered in its turn",
+    )
 
 
 def test_adapter_problems_are_reported_with_their_index() -> None:

@@ -14,7 +14,10 @@ Invariants:
       message) or ``"other"`` (an item of a type we do not know, carried along with
       its neighbours).
     * ``opens`` lists the tool-call ids the message opens, in order; ``answers``
-      the ids it answers, in order.  Ids pair *within one turn*, never globally.
+      the ids it answers, in order.  Ids pair *within one turn*, never globally, and
+      by position among the calls that share an id.  A call or result that carries no
+      id (some servers and local models emit none) is the empty string ``""``: results
+      without an id answer the calls without one, in order.
     * ``segments`` hold the text the provider will tokenize, each tagged with a
       content class: ``"prose"`` (natural-language text) or ``"dense"`` (tool-call
       arguments, tool results and other machine text, which tokenizes more densely).

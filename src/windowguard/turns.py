@@ -14,10 +14,15 @@ Definitions (ADR-107, DESIGN.md "Head, turns, pairing"):
 * The **newest turn** is the last one; it is never dropped.
 
 Calls and results pair by id *within their turn*, never through a global id set:
-servers reuse ids such as ``call_0`` from turn to turn. Damage is reported, never
-repaired: a result whose id no call of its turn opened, a call its turn never
-answers, a duplicate call id within a turn, and any problem an adapter found in a
-message (unknown role, content of a wrong type).
+servers reuse ids such as ``call_0`` from turn to turn. Within a turn, calls that share
+an id (or carry none, the id ``""``) are answered by position: the first result with
+that id answers the first such call. Damage is reported, never repaired: a result that
+answers no call of its turn, a call its turn never answers, and any problem an adapter
+found in a message (unknown role, content of a wrong type).
+
+Every rule looks only at the current turn and the shape being added, so a transcript
+pruned of whole turns segments into the same head and the same remaining turns, and
+appending shapes never changes how earlier ones were segmented.
 
 Because a turn holds every call together with every result answering it, dropping
 whole turns can never orphan a call or a result: that is why pruning is turn-atomic.
@@ -25,6 +30,7 @@ whole turns can never orphan a call or a result: that is why pruning is turn-ato
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -86,7 +92,6 @@ class TurnIndex:
         "_head_stop",
         "_last_kind",
         "_length",
-        "_open_at",
         "_pending",
         "_turn_problems",
         "_turn_starts",
@@ -97,9 +102,9 @@ class TurnIndex:
         self._head_stop: int | None = None
         self._turn_starts: list[int] = []
         self._last_kind: Kind | None = None
-        # Calls of the current turn still waiting for a result: id -> opening indices.
-        self._pending: dict[str, list[int]] = {}
-        self._open_at: dict[str, int] = {}
+        # Calls of the current turn (or of the head) still waiting for a result:
+        # id -> opening indices, in order ("" for calls without an id).
+        self._pending: dict[str, deque[int]] = {}
         self._closed_problems: list[Problem] = []
         self._turn_problems: list[Problem] = []
 
@@ -111,11 +116,14 @@ class TurnIndex:
         for shape in shapes:
             self._add(shape)
 
+    def _starts_turn(self, shape: Shape) -> bool:
+        return self._last_kind != "assistant"
+
     def _add(self, shape: Shape) -> None:
         index = self._length
         self._length += 1
         kind = shape.kind
-        if kind == "assistant" and self._last_kind != "assistant":
+        if kind == "assistant" and self._starts_turn(shape):
             self._close_turn()
             if self._head_stop is None:
                 self._head_stop = index
@@ -124,24 +132,24 @@ class TurnIndex:
             self._last_kind = kind
         if shape.problem is not None:
             self._turn_problems.append(Problem(index=index, problem=shape.problem))
+        pending = self._pending
         for call_id in shape.opens:
-            if call_id in self._open_at:
-                self._turn_problems.append(
-                    Problem(index=index, problem=f"call id {call_id!r} is used twice in one turn")
-                )
-            self._open_at[call_id] = index
-            self._pending.setdefault(call_id, []).append(index)
+            waiting = pending.get(call_id)
+            if waiting is None:
+                pending[call_id] = deque((index,))
+            else:
+                waiting.append(index)
         for call_id in shape.answers:
-            waiting = self._pending.get(call_id)
+            waiting = pending.get(call_id)
             if waiting:
-                waiting.pop(0)
+                waiting.popleft()
                 if not waiting:
-                    del self._pending[call_id]
+                    del pending[call_id]
             elif self._head_stop is None:
                 self._turn_problems.append(
                     Problem(
                         index=index,
-                        problem=f"a tool result for {call_id!r} comes before any assistant "
+                        problem=f"a tool result {_for(call_id)} comes before any assistant "
                         "message opened that call",
                     )
                 )
@@ -149,14 +157,21 @@ class TurnIndex:
                 self._turn_problems.append(
                     Problem(
                         index=index,
-                        problem=f"a tool result for {call_id!r} answers no call of its turn "
+                        problem=f"a tool result {_for(call_id)} answers no call of its turn "
                         "(orphaned result, or answered twice)",
                     )
                 )
 
     def _unanswered(self) -> list[Problem]:
         return [
-            Problem(index=at, problem=f"tool call {call_id!r} is never answered in its turn")
+            Problem(
+                index=at,
+                problem=(
+                    f"tool call {call_id!r} is never answered in its turn"
+                    if call_id
+                    else "a tool call without an id is never answered in its turn"
+                ),
+            )
             for call_id, indices in self._pending.items()
             for at in indices
         ]
@@ -166,7 +181,6 @@ class TurnIndex:
         self._closed_problems.extend(self._unanswered())
         self._turn_problems = []
         self._pending = {}
-        self._open_at = {}
 
     def segmentation(self) -> Segmentation:
         """The segmentation of everything fed so far."""
@@ -179,6 +193,10 @@ class TurnIndex:
             turn_starts=tuple(self._turn_starts),
             problems=tuple(problems),
         )
+
+
+def _for(call_id: str) -> str:
+    return f"for {call_id!r}" if call_id else "without an id"
 
 
 def segment(shapes: Sequence[Shape]) -> Segmentation:

@@ -9,7 +9,16 @@ from typing import Any
 
 from ..shapes import ContentClass, Segment
 
-__all__ = ["MISSING", "call_segment", "field", "getter", "json_text", "segment", "type_name"]
+__all__ = [
+    "MISSING",
+    "call_id_of",
+    "call_segment",
+    "field",
+    "getter",
+    "json_text",
+    "segment",
+    "type_name",
+]
 
 
 class _Missing:
@@ -73,3 +82,22 @@ def segment(content_class: ContentClass, text: str) -> Segment:
 def call_segment(name: str, arguments: str) -> Segment:
     """A tool call's segment: its name followed by its arguments (dense text)."""
     return Segment(content_class="dense", text=f"{name}{arguments}", name_length=len(name))
+
+
+def call_id_of(value: object, what: str) -> tuple[str, str | None]:
+    """A call id as shapes carry it, and the problem with it if any.
+
+    A missing or empty id is ``""``: some servers and local models emit calls and
+    results without ids, and those pair by position within their turn. An id of
+    another type than ``str`` is damage (and pairs as ``""`` so the call's place in
+    ``opens`` still matches its segment).
+
+    Args:
+        value: the id field as found.
+        what: names the field in the problem, e.g. ``"a tool call's 'id'"``.
+    """
+    if isinstance(value, str):
+        return value, None
+    if value is None:
+        return "", None
+    return "", f"{what} must be a string, got {type_name(value)}"

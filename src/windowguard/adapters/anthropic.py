@@ -14,6 +14,9 @@ SDK's block objects, which people append straight from ``response.content``):
   document counts its text), and ``tool_result`` blocks answering ``tool_use_id``.
   A user message may mix tool results and text.
 
+A ``tool_use`` without an ``id`` or a ``tool_result`` without a ``tool_use_id`` carries
+``""`` and pairs by position within its turn, as the other formats' id-less calls do.
+
 Reference: https://docs.anthropic.com/en/api/messages and
 https://docs.anthropic.com/en/docs/build-with-claude/tool-use.
 """
@@ -21,7 +24,7 @@ https://docs.anthropic.com/en/docs/build-with-claude/tool-use.
 from __future__ import annotations
 
 from ..shapes import Segment, Shape
-from ._common import call_segment, field, json_text, segment, type_name
+from ._common import call_id_of, call_segment, field, json_text, segment, type_name
 
 __all__ = ["shape_message", "shape_system"]
 
@@ -99,20 +102,18 @@ def _blocks(
             if isinstance(data, str):
                 segments.append(segment("dense", data))
         elif kind == "tool_use":
-            call_id = field(block, "id")
-            if not isinstance(call_id, str) or not call_id:
-                problem = problem or "a tool_use block without an 'id'"
-                continue
+            call_id, id_problem = call_id_of(field(block, "id"), "a tool_use block's 'id'")
+            problem = problem or id_problem
             if role != "assistant":
                 problem = problem or f"a tool_use block ({call_id}) in a {role} message"
             opens.append(call_id)
             name = field(block, "name") or ""
             segments.append(call_segment(str(name), json_text(field(block, "input") or {})))
         elif kind == "tool_result":
-            call_id = field(block, "tool_use_id")
-            if not isinstance(call_id, str) or not call_id:
-                problem = problem or "a tool_result block without a 'tool_use_id'"
-                continue
+            call_id, id_problem = call_id_of(
+                field(block, "tool_use_id"), "a tool_result block's 'tool_use_id'"
+            )
+            problem = problem or id_problem
             if role != "user":
                 problem = problem or f"a tool_result block ({call_id}) in a {role} message"
             answers.append(call_id)

@@ -12,6 +12,9 @@ Accepts plain dicts and the ``openai`` SDK's typed message objects (people appen
 * ``tool``: a tool result answering ``tool_call_id``; legacy ``function`` answers
   ``function:<name>``.
 
+Some servers and local models repeat ids within one response or leave them out: a
+call or result without an id carries ``""`` and pairs by position within its turn.
+
 Reference: https://platform.openai.com/docs/api-reference/chat/create (messages).
 """
 
@@ -21,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..shapes import Segment, Shape
-from ._common import call_segment, field, getter, json_text, segment, type_name
+from ._common import call_id_of, call_segment, field, getter, json_text, segment, type_name
 
 __all__ = ["shape_message"]
 
@@ -43,13 +46,15 @@ def shape_message(message: object) -> Shape:
     if role == "assistant":
         return _assistant(get)
     if role == "tool":
-        call_id = get("tool_call_id")
+        # A missing tool_call_id (local servers) answers the turn's id-less calls in order.
+        call_id, id_problem = call_id_of(get("tool_call_id"), "a tool message's 'tool_call_id'")
         segments, media, problem = _content(get("content"), "dense")
-        if not isinstance(call_id, str) or not call_id:
-            problem = problem or "a tool message without a 'tool_call_id'"
-            return Shape(kind="tool", segments=segments, media_items=media, problem=problem)
         return Shape(
-            kind="tool", answers=(call_id,), segments=segments, media_items=media, problem=problem
+            kind="tool",
+            answers=(call_id,),
+            segments=segments,
+            media_items=media,
+            problem=problem or id_problem,
         )
     if role == "function":
         name = get("name")
@@ -77,10 +82,8 @@ def _assistant(get: Callable[..., Any]) -> Shape:
             problem = problem or f"'tool_calls' must be a list, got {type_name(tool_calls)}"
         else:
             for call in tool_calls:
-                call_id = field(call, "id")
-                if not isinstance(call_id, str) or not call_id:
-                    problem = problem or "a tool call without an 'id'"
-                    continue
+                call_id, id_problem = call_id_of(field(call, "id"), "a tool call's 'id'")
+                problem = problem or id_problem
                 opens.append(call_id)
                 extra.extend(_call_segments(call))
     function_call = get("function_call")

@@ -21,13 +21,16 @@ to the next request's ``input``):
 * Unknown item types, and ``item_reference`` (which points at server-side state we
   cannot see), are ``kind="other"``: carried along with their neighbours.
 
+A call or output without a ``call_id`` carries ``""`` and pairs by position within
+its turn.
+
 Reference: https://platform.openai.com/docs/api-reference/responses/create (input).
 """
 
 from __future__ import annotations
 
 from ..shapes import Kind, Segment, Shape
-from ._common import call_segment, field, json_text, segment, type_name
+from ._common import call_id_of, call_segment, field, json_text, segment, type_name
 
 __all__ = ["RESPONSES_ITEM_TYPES", "shape_message"]
 
@@ -84,18 +87,15 @@ def shape_message(item: object) -> Shape:
             segments.append(segment("dense", encrypted))
         return Shape(kind="assistant", segments=tuple(segments))
     if kind in _PAIRED_CALLS:
-        call_id = field(item, "call_id")
-        body = _call_body(item)
-        if not isinstance(call_id, str) or not call_id:
-            return Shape(kind="assistant", segments=body, problem=f"a {kind} without a 'call_id'")
-        return Shape(kind="assistant", opens=(call_id,), segments=body)
+        call_id, problem = call_id_of(field(item, "call_id"), f"a {kind}'s 'call_id'")
+        return Shape(kind="assistant", opens=(call_id,), segments=_call_body(item), problem=problem)
     if kind in _PAIRED_OUTPUTS:
-        call_id = field(item, "call_id") or field(item, "id")
+        # Only call_id names the call; an output item's own ``id`` names the output.
+        call_id, problem = call_id_of(field(item, "call_id"), f"a {kind}'s 'call_id'")
         segments_, media = _output(field(item, "output"))
-        if not isinstance(call_id, str) or not call_id:
-            problem = f"a {kind} without a 'call_id'"
-            return Shape(kind="tool", segments=segments_, media_items=media, problem=problem)
-        return Shape(kind="tool", answers=(call_id,), segments=segments_, media_items=media)
+        return Shape(
+            kind="tool", answers=(call_id,), segments=segments_, media_items=media, problem=problem
+        )
     if kind == "mcp_approval_request":
         request_id = field(item, "id")
         opens = (request_id,) if isinstance(request_id, str) and request_id else ()
