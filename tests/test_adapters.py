@@ -119,6 +119,14 @@ def test_anthropic_sdk_blocks_and_tool_results() -> None:
     assert not segment(shaped.shapes).problems
 
 
+def test_anthropic_user_message_of_tool_results_only_is_marked() -> None:
+    result = {"type": "tool_result", "tool_use_id": "t1", "content": "A"}
+    text = {"type": "text", "text": "and now?"}
+    assert shape_message({"role": "user", "content": [result]}, "anthropic").results_only
+    assert not shape_message({"role": "user", "content": [result, text]}, "anthropic").results_only
+    assert not shape_message({"role": "user", "content": "TASK"}, "anthropic").results_only
+
+
 def test_anthropic_blocks_without_ids_carry_the_empty_id_and_their_text() -> None:
     use = shape_message(
         {"role": "assistant", "content": [{"type": "tool_use", "name": "ls", "input": {}}]},

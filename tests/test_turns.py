@@ -120,6 +120,33 @@ def test_calls_and_results_without_ids_pair_by_position() -> None:
     )
 
 
+def test_head_runs_through_the_first_user_message_past_a_greeting() -> None:
+    shapes = _shapes(
+        ("system", (), ()),
+        ("assistant", ("g",), ()),
+        ("tool", (), ("g",)),
+        ("assistant", (), ()),
+        ("user", (), ()),
+        ("user", (), ()),
+        ("assistant", ("a",), ()),
+        ("tool", (), ("a",)),
+    )
+    seg = segment(shapes)
+    assert (seg.head_stop, seg.turn_starts, seg.problems) == (6, (6,), ())
+    assert segment(shapes[:6]).head_stop == 6
+
+
+def test_a_user_message_of_tool_results_only_is_not_the_task() -> None:
+    shapes = [
+        Shape(kind="assistant", opens=("g",)),
+        Shape(kind="user", answers=("g",), results_only=True),
+        Shape(kind="assistant"),
+        Shape(kind="user"),
+        Shape(kind="assistant"),
+    ]
+    assert segment(shapes).turn_starts == (4,)
+
+
 def test_adapter_problems_are_reported_with_their_index() -> None:
     shapes = [Shape(kind="user"), Shape(kind="other", problem="unknown role 'robot'")]
     (problem,) = segment(shapes).problems

@@ -18,6 +18,8 @@ Invariants:
       by position among the calls that share an id.  A call or result that carries no
       id (some servers and local models emit none) is the empty string ``""``: results
       without an id answer the calls without one, in order.
+    * ``results_only`` marks a user message that carries nothing but tool results
+      (Anthropic ``tool_result`` blocks): a result, not the user's task.
     * ``segments`` hold the text the provider will tokenize, each tagged with a
       content class: ``"prose"`` (natural-language text) or ``"dense"`` (tool-call
       arguments, tool results and other machine text, which tokenizes more densely).
@@ -63,6 +65,9 @@ class Shape:
     segments: tuple[Segment, ...] = ()
     media_items: int = 0
     problem: str | None = None
+    results_only: bool = False
+    """A user message that holds only tool results: not the user's task, so the head
+    runs past it (Anthropic's ``tool_result``-only user messages)."""
 
     @property
     def chars(self) -> int:

@@ -2,15 +2,19 @@
 
 Definitions (ADR-107, DESIGN.md "Head, turns, pairing"):
 
-* The **head** is the leading system/developer run plus every message before the first
-  assistant response: the instructions, demonstrations and the user's task. It is
-  never dropped. A transcript with no assistant response is all head.
+* The **head** is the leading system/developer run plus every message up to and
+  including the first user message, and every further user message before the first
+  assistant response that follows it: the instructions, an assistant greeting,
+  demonstrations and the user's task. It is never dropped. A transcript with no
+  assistant response after its first user message is all head. A user message that
+  carries only tool results (Anthropic ``tool_result`` blocks) is a result, not a task;
+  a Responses ``function_call_output`` is a ``tool`` shape.
 * A **turn** is one assistant response — its text, reasoning/thinking and ALL of its
   parallel tool calls, possibly spread over several consecutive assistant items as in
   the Responses API — plus ALL the results answering it and any user messages before
-  the next assistant response. A turn starts at an assistant shape whose nearest
-  preceding non-``other`` shape is not an assistant shape; ``other`` shapes (unknown
-  item types) travel with their neighbours and never start a turn.
+  the next assistant response. After the head, a turn starts at an assistant shape
+  whose nearest preceding non-``other`` shape is not an assistant shape; ``other``
+  shapes (unknown item types) travel with their neighbours and never start a turn.
 * The **newest turn** is the last one; it is never dropped.
 
 Calls and results pair by id *within their turn*, never through a global id set:
@@ -18,7 +22,8 @@ servers reuse ids such as ``call_0`` from turn to turn. Within a turn, calls tha
 an id (or carry none, the id ``""``) are answered by position: the first result with
 that id answers the first such call. Damage is reported, never repaired: a result that
 answers no call of its turn, a call its turn never answers, and any problem an adapter
-found in a message (unknown role, content of a wrong type).
+found in a message (unknown role, content of a wrong type). Calls in the head pair the
+same way, the head standing as one unit.
 
 Every rule looks only at the current turn and the shape being added, so a transcript
 pruned of whole turns segments into the same head and the same remaining turns, and
@@ -93,6 +98,7 @@ class TurnIndex:
         "_last_kind",
         "_length",
         "_pending",
+        "_task_seen",
         "_turn_problems",
         "_turn_starts",
     )
@@ -102,6 +108,9 @@ class TurnIndex:
         self._head_stop: int | None = None
         self._turn_starts: list[int] = []
         self._last_kind: Kind | None = None
+        # Whether a user message (not one of only tool results) was seen: turns start
+        # only after the first one, so the head holds the task.
+        self._task_seen = False
         # Calls of the current turn (or of the head) still waiting for a result:
         # id -> opening indices, in order ("" for calls without an id).
         self._pending: dict[str, deque[int]] = {}
@@ -117,7 +126,7 @@ class TurnIndex:
             self._add(shape)
 
     def _starts_turn(self, shape: Shape) -> bool:
-        return self._last_kind != "assistant"
+        return self._task_seen and self._last_kind != "assistant"
 
     def _add(self, shape: Shape) -> None:
         index = self._length
@@ -128,6 +137,8 @@ class TurnIndex:
             if self._head_stop is None:
                 self._head_stop = index
             self._turn_starts.append(index)
+        elif kind == "user" and not shape.results_only:
+            self._task_seen = True
         if kind != "other":
             self._last_kind = kind
         if shape.problem is not None:

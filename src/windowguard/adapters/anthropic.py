@@ -12,7 +12,8 @@ SDK's block objects, which people append straight from ``response.content``):
   inside their assistant message.
 * user: ``text``, media (``image``, ``document``; a fixed cost each, a plain-text
   document counts its text), and ``tool_result`` blocks answering ``tool_use_id``.
-  A user message may mix tool results and text.
+  A user message may mix tool results and text; one of tool results only is marked
+  ``results_only`` (it answers calls, it is not the user's task).
 
 A ``tool_use`` without an ``id`` or a ``tool_result`` without a ``tool_use_id`` carries
 ``""`` and pairs by position within its turn, as the other formats' id-less calls do.
@@ -61,7 +62,8 @@ def shape_message(message: object) -> Shape:
             return Shape(kind="other", problem=f"a {type_name(message)} with no 'role'")
         hint = " (pass system prompts as the separate system= argument)" if role == "system" else ""
         return Shape(kind="other", problem=f"unknown role {role!r}{hint}")
-    segments, media, answers, opens, problem = _blocks(field(message, "content"), role=role)
+    content = field(message, "content")
+    segments, media, answers, opens, problem = _blocks(content, role=role)
     return Shape(
         kind="assistant" if role == "assistant" else "user",
         opens=opens,
@@ -69,6 +71,17 @@ def shape_message(message: object) -> Shape:
         segments=segments,
         media_items=media,
         problem=problem,
+        results_only=role == "user" and _results_only(content),
+    )
+
+
+def _results_only(content: object) -> bool:
+    """Whether a user message's content is tool results and nothing else: it answers
+    calls, it does not state a task."""
+    return (
+        isinstance(content, (list, tuple))
+        and bool(content)
+        and all(field(block, "type") == "tool_result" for block in content)
     )
 
 
