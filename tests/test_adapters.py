@@ -161,6 +161,24 @@ def test_responses_sdk_items_pair_by_call_id_and_unknown_items_travel() -> None:
     assert seg.turn_starts == (1,) and not seg.problems
 
 
+def test_responses_reasoning_and_call_items_are_marked() -> None:
+    items = [
+        ResponseReasoningItem(id="rs_1", type="reasoning", summary=[]),
+        ResponseFunctionToolCall(type="function_call", call_id="c1", name="ls", arguments="{}"),
+        {"type": "web_search_call", "id": "ws", "status": "completed", "action": {}},
+        {"type": "function_call_output", "call_id": "c1", "output": "a b"},
+        {"type": "message", "role": "assistant", "content": "done"},
+    ]
+    shapes = shape_messages(items).shapes
+    assert [(s.reasoning, s.call_item) for s in shapes] == [
+        (True, False),
+        (False, True),
+        (False, True),
+        (False, False),
+        (False, False),
+    ]
+
+
 def test_responses_items_without_call_ids_carry_the_empty_id() -> None:
     call = shape_message({"type": "function_call", "name": "ls", "arguments": "{}"}, "responses")
     assert (call.opens, call.problem) == (("",), None)

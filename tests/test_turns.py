@@ -147,6 +147,26 @@ def test_a_user_message_of_tool_results_only_is_not_the_task() -> None:
     assert segment(shapes).turn_starts == (4,)
 
 
+def test_a_call_item_stays_with_the_reasoning_item_of_its_turn() -> None:
+    def call(call_id: str) -> Shape:
+        return Shape(kind="assistant", opens=(call_id,), call_item=True)
+
+    def output(call_id: str) -> Shape:
+        return Shape(kind="tool", answers=(call_id,))
+
+    reasoning = Shape(kind="assistant", reasoning=True)
+    message = Shape(kind="assistant")
+    shapes = [
+        Shape(kind="user"),
+        reasoning, call("a"), output("a"), call("b"), output("b"),  # one response
+        Shape(kind="user"), call("c"), output("c"),  # still merged: the turn has reasoning
+        message, call("d"), output("d"), call("e"), output("e"),  # no reasoning: may split
+        reasoning, call("f"), output("f"),
+    ]  # fmt: skip
+    seg = segment(shapes)
+    assert (seg.turn_starts, seg.problems) == ((1, 9, 12, 14), ())
+
+
 def test_adapter_problems_are_reported_with_their_index() -> None:
     shapes = [Shape(kind="user"), Shape(kind="other", problem="unknown role 'robot'")]
     (problem,) = segment(shapes).problems
@@ -176,8 +196,13 @@ def test_generated_transcripts_are_undamaged_with_one_turn_per_response(
     assert not seg.problems
     turns = plan.turns  # type: ignore[attr-defined]
     # A response with no calls and no user message after it runs on into the next
-    # response: consecutive assistant messages are one turn.
-    expected = sum(
-        1 for i in range(len(turns)) if i == 0 or turns[i - 1].calls or turns[i - 1].follow_up
-    )
+    # response: consecutive assistant messages are one turn. In Responses, a response
+    # that begins with a call item stays in a turn that holds a reasoning item.
+    expected, reasoning = 0, False
+    for i, turn in enumerate(turns):
+        follows_input = i == 0 or turns[i - 1].calls or turns[i - 1].follow_up
+        call_first = fmt == "responses" and turn.calls and not (turn.reasoning or turn.text)
+        if follows_input and not (i and call_first and reasoning):
+            expected, reasoning = expected + 1, False
+        reasoning = reasoning or bool(turn.reasoning)
     assert len(seg.turns) == expected

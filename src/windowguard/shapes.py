@@ -20,6 +20,10 @@ Invariants:
       without an id answer the calls without one, in order.
     * ``results_only`` marks a user message that carries nothing but tool results
       (Anthropic ``tool_result`` blocks): a result, not the user's task.
+    * ``reasoning`` marks a separate reasoning item (OpenAI Responses) and
+      ``call_item`` a separate call item (a Responses ``*_call``): where a turn holds a
+      reasoning item, its response's calls stay with it even when the caller appends
+      each call's output right after the call (:mod:`windowguard.turns`).
     * ``segments`` hold the text the provider will tokenize, each tagged with a
       content class: ``"prose"`` (natural-language text) or ``"dense"`` (tool-call
       arguments, tool results and other machine text, which tokenizes more densely).
@@ -68,6 +72,12 @@ class Shape:
     results_only: bool = False
     """A user message that holds only tool results: not the user's task, so the head
     runs past it (Anthropic's ``tool_result``-only user messages)."""
+    reasoning: bool = False
+    """A separate reasoning item (Responses ``reasoning``): the calls after it are its
+    response's, and must never be sent without it."""
+    call_item: bool = False
+    """A separate call item (a Responses ``*_call``, built-in or MCP approval request),
+    rather than an assistant message or reasoning item."""
 
     @property
     def chars(self) -> int:

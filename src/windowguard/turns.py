@@ -15,6 +15,13 @@ Definitions (ADR-107, DESIGN.md "Head, turns, pairing"):
   the next assistant response. After the head, a turn starts at an assistant shape
   whose nearest preceding non-``other`` shape is not an assistant shape; ``other``
   shapes (unknown item types) travel with their neighbours and never start a turn.
+* Responses callers often append each call's output right after the call
+  (``rs, fc_0, out_0, fc_1, out_1``), so a call item after an output may still belong
+  to the response before it. When in doubt, merge — a turn too large costs budget, a
+  split one a 400 ("function_call was provided without its required reasoning item"):
+  a call item does not start a turn when the current turn holds a reasoning item, nor
+  while calls of the current turn still wait for results. A new turn then begins only
+  at a reasoning item or an assistant message.
 * The **newest turn** is the last one; it is never dropped.
 
 Calls and results pair by id *within their turn*, never through a global id set:
@@ -100,6 +107,7 @@ class TurnIndex:
         "_pending",
         "_task_seen",
         "_turn_problems",
+        "_turn_reasoning",
         "_turn_starts",
     )
 
@@ -114,6 +122,7 @@ class TurnIndex:
         # Calls of the current turn (or of the head) still waiting for a result:
         # id -> opening indices, in order ("" for calls without an id).
         self._pending: dict[str, deque[int]] = {}
+        self._turn_reasoning = False
         self._closed_problems: list[Problem] = []
         self._turn_problems: list[Problem] = []
 
@@ -126,17 +135,29 @@ class TurnIndex:
             self._add(shape)
 
     def _starts_turn(self, shape: Shape) -> bool:
-        return self._task_seen and self._last_kind != "assistant"
+        if not self._task_seen or self._last_kind == "assistant":
+            return False
+        # A call item after a result may be one more call of the response before it
+        # (Responses callers interleave outputs): it stays there while the turn holds
+        # a reasoning item or waits for results. When in doubt, merge.
+        return not (
+            shape.call_item
+            and self._head_stop is not None
+            and (self._turn_reasoning or self._pending)
+        )
 
     def _add(self, shape: Shape) -> None:
         index = self._length
         self._length += 1
         kind = shape.kind
-        if kind == "assistant" and self._starts_turn(shape):
-            self._close_turn()
-            if self._head_stop is None:
-                self._head_stop = index
-            self._turn_starts.append(index)
+        if kind == "assistant":
+            if self._starts_turn(shape):
+                self._close_turn()
+                if self._head_stop is None:
+                    self._head_stop = index
+                self._turn_starts.append(index)
+            if shape.reasoning:
+                self._turn_reasoning = True
         elif kind == "user" and not shape.results_only:
             self._task_seen = True
         if kind != "other":
@@ -192,6 +213,7 @@ class TurnIndex:
         self._closed_problems.extend(self._unanswered())
         self._turn_problems = []
         self._pending = {}
+        self._turn_reasoning = False
 
     def segmentation(self) -> Segmentation:
         """The segmentation of everything fed so far."""

@@ -21,8 +21,12 @@ to the next request's ``input``):
 * Unknown item types, and ``item_reference`` (which points at server-side state we
   cannot see), are ``kind="other"``: carried along with their neighbours.
 
-A call or output without a ``call_id`` carries ``""`` and pairs by position within
-its turn.
+Reasoning items are marked ``reasoning`` and every ``*_call`` item ``call_item``, so
+segmentation keeps a response's calls with its reasoning item even when the caller
+appends each output right after its call: OpenAI refuses a ``function_call`` sent
+without its reasoning item ("Item 'fc_…' of type 'function_call' was provided without
+its required 'reasoning' item"). A call or output without a ``call_id`` carries ``""``
+and pairs by position within its turn.
 
 Reference: https://platform.openai.com/docs/api-reference/responses/create (input).
 """
@@ -85,10 +89,16 @@ def shape_message(item: object) -> Shape:
         encrypted = field(item, "encrypted_content")
         if isinstance(encrypted, str):
             segments.append(segment("dense", encrypted))
-        return Shape(kind="assistant", segments=tuple(segments))
+        return Shape(kind="assistant", segments=tuple(segments), reasoning=True)
     if kind in _PAIRED_CALLS:
         call_id, problem = call_id_of(field(item, "call_id"), f"a {kind}'s 'call_id'")
-        return Shape(kind="assistant", opens=(call_id,), segments=_call_body(item), problem=problem)
+        return Shape(
+            kind="assistant",
+            opens=(call_id,),
+            segments=_call_body(item),
+            problem=problem,
+            call_item=True,
+        )
     if kind in _PAIRED_OUTPUTS:
         # Only call_id names the call; an output item's own ``id`` names the output.
         call_id, problem = call_id_of(field(item, "call_id"), f"a {kind}'s 'call_id'")
@@ -99,13 +109,20 @@ def shape_message(item: object) -> Shape:
     if kind == "mcp_approval_request":
         request_id = field(item, "id")
         opens = (request_id,) if isinstance(request_id, str) and request_id else ()
-        return Shape(kind="assistant", opens=opens, segments=(segment("dense", json_text(item)),))
+        return Shape(
+            kind="assistant",
+            opens=opens,
+            segments=(segment("dense", json_text(item)),),
+            call_item=True,
+        )
     if kind == "mcp_approval_response":
         request_id = field(item, "approval_request_id")
         answers = (request_id,) if isinstance(request_id, str) and request_id else ()
         return Shape(kind="tool", answers=answers, segments=(segment("dense", json_text(item)),))
     if kind in _SELF_CONTAINED:
-        return Shape(kind="assistant", segments=(segment("dense", json_text(item)),))
+        return Shape(
+            kind="assistant", segments=(segment("dense", json_text(item)),), call_item=True
+        )
     return Shape(kind="other", segments=(segment("dense", json_text(item)),))
 
 
