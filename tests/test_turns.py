@@ -9,7 +9,7 @@ from windowguard.adapters import shape_messages
 from windowguard.shapes import Shape
 from windowguard.turns import TurnIndex, segment
 
-from .transcripts import FORMATS, plans, render
+from .transcripts import FORMATS, Plan, plans, render, render_labelled
 
 
 def _shapes(*kinds: tuple[str, tuple[str, ...], tuple[str, ...]]) -> list[Shape]:
@@ -186,23 +186,57 @@ def test_incremental_segmentation_equals_one_pass(plan: object, fmt: str, cut: i
     assert index.segmentation() == segment(shapes)
 
 
-@settings(deadline=None, max_examples=150)
+_ASSISTANT_PARTS = frozenset({"greeting", "assistant", "reasoning", "text", "call"})
+
+
+@settings(deadline=None, max_examples=300)
 @given(plan=plans(), fmt=st.sampled_from(FORMATS))
-def test_generated_transcripts_are_undamaged_with_one_turn_per_response(
-    plan: object, fmt: str
-) -> None:
-    messages, system = render(plan, fmt)  # type: ignore[arg-type]
-    seg = segment(shape_messages(messages, format=fmt, system=system).shapes)
+def test_generated_transcripts_segment_as_planned(plan: Plan, fmt: str) -> None:
+    """Undamaged; the head holds the task and ends where the first response begins; a
+    turn starts at every response that follows input, and elsewhere only at a call of
+    a Responses response without reasoning whose outputs were interleaved; and a
+    response with a reasoning item is never split."""
+    rendered = render_labelled(plan, fmt)
+    seg = segment(shape_messages(rendered.messages, format=fmt, system=rendered.system).shapes)
     assert not seg.problems
-    turns = plan.turns  # type: ignore[attr-defined]
-    # A response with no calls and no user message after it runs on into the next
-    # response: consecutive assistant messages are one turn. In Responses, a response
-    # that begins with a call item stays in a turn that holds a reasoning item.
-    expected, reasoning = 0, False
-    for i, turn in enumerate(turns):
-        follows_input = i == 0 or turns[i - 1].calls or turns[i - 1].follow_up
-        call_first = fmt == "responses" and turn.calls and not (turn.reasoning or turn.text)
-        if follows_input and not (i and call_first and reasoning):
-            expected, reasoning = expected + 1, False
-        reasoning = reasoning or bool(turn.reasoning)
-    assert len(seg.turns) == expected
+    labels = rendered.labels
+    assert rendered.task < seg.head_stop
+    firsts = [rendered.turn_first(n) for n in range(len(plan.turns))]
+    assert seg.head_stop == (firsts[0] if firsts else len(labels))
+    starts = set(seg.turn_starts)
+    turn_of = {i: t for t, span in enumerate(seg.turns) for i in span}
+    for n, first in enumerate(firsts):
+        if labels[first - 1].part in _ASSISTANT_PARTS:
+            continue  # runs on from the response before it
+        # A Responses response that begins with a call, after results, stays in a turn
+        # that holds a reasoning item (when in doubt, merge).
+        before = seg.turns[turn_of[first - 1]] if n else range(0)
+        merged = labels[first].part == "call" and any(labels[i].part == "reasoning" for i in before)
+        assert (first in starts) != merged, f"response {n}: start {first in starts}"
+    for start in starts - set(firsts):
+        turn = plan.turns[labels[start].turn]  # type: ignore[index]
+        assert fmt == "responses" and labels[start].part == "call"
+        assert turn.interleaved and not turn.reasoning
+    for n, turn in enumerate(plan.turns):
+        if turn.reasoning:
+            assert len({turn_of[i] for i in rendered.of_turn(n)}) == 1
+
+
+@settings(deadline=None, max_examples=150)
+@given(plan=plans(), fmt=st.sampled_from(FORMATS), data=st.data())
+def test_dropping_whole_turns_leaves_the_same_head_and_remaining_turns(
+    plan: Plan, fmt: str, data: st.DataObject
+) -> None:
+    """What pruning sends segments like what it kept: the manager's pairing guard
+    re-segments the pruned transcript and must find the same turns, undamaged."""
+    messages, system = render(plan, fmt)
+    shapes = shape_messages(messages, format=fmt, system=system).shapes
+    seg = segment(shapes)
+    if not seg.turn_starts:
+        return
+    drop = data.draw(st.integers(0, len(seg.turn_starts) - 1))
+    cut = seg.turn_starts[drop]
+    kept = segment([*shapes[: seg.head_stop], *shapes[cut:]])
+    assert kept.head_stop == seg.head_stop
+    assert kept.turn_starts == tuple(s - cut + seg.head_stop for s in seg.turn_starts[drop:])
+    assert not kept.problems
