@@ -304,16 +304,42 @@ def test_usage_objects_calibrate() -> None:
         (lambda m: m.append({"role": "user", "content": {"bad": 1}}), 11),
     ],
 )
-def test_damaged_input_is_deferred_unchanged_or_raises_when_strict(damage: Any, index: int) -> None:
+def test_damaged_input_is_sent_with_its_damage_whole_or_raises_when_strict(
+    damage: Any, index: int
+) -> None:
     messages = _chat(3)
     damage(messages)
-    fit = _manager(600).fit(messages, max_tokens=100)
-    assert fit.deferred
+    fit = _manager(100_000).fit(messages, max_tokens=100)
+    assert fit.deferred and fit.problems
     assert fit.messages == messages and all(a is b for a, b in zip(fit.messages, messages))
     assert any(e.kind == "transcript_deferred" for e in fit.events)
     with pytest.raises(wg.InvalidTranscriptError) as info:
         _manager(600, strict=True).fit(messages, max_tokens=100)
     assert info.value.index == index
+
+
+def test_whole_turns_around_the_damage_are_pruned_and_a_certain_overflow_refused() -> None:
+    messages = _chat(200)
+    stray = {"role": "tool", "tool_call_id": "nobody", "content": "a stray result"}
+    messages.insert(101, stray)  # inside turn 50: a result answering no call of its turn
+    fit = _manager(16_384).fit(messages, max_tokens=1_000)
+    assert fit.deferred and "nobody" in " ".join(str(p) for p in fit.problems)
+    assert fit.estimated_tokens <= fit.budget  # not the whole transcript any more
+    assert fit.dropped_turns > 0
+    assert any(m is stray for m in fit.messages)  # the damaged stretch is kept whole
+    kept = {id(m) for m in fit.messages}
+    assert all(id(m) in kept for m in messages[:2])  # the head
+    assert all(id(m) in kept for m in messages[-2:])  # the newest turn
+    stretch = messages[98:102]  # the damaged turn: its calls, their results and the stray
+    assert all(id(m) in kept for m in stretch)
+    out = segment(shape_messages(fit.messages, format="openai_chat").shapes)
+    assert [p.problem for p in out.problems] == [p.problem for p in fit.problems]
+    # a window that cannot hold head + the damaged stretch + the newest turn: refused
+    huge = {"role": "tool", "tool_call_id": "nobody", "content": "x " * 3_000}
+    messages[101] = huge
+    with pytest.raises(wg.ContextTruncatedError, match="damaged") as info:
+        _manager(2_000).fit(messages, max_tokens=100)
+    assert "nobody" in info.value.damage
 
 
 def test_tools_count_and_plain_completion_does_not() -> None:
@@ -377,3 +403,32 @@ def test_bad_pruning_configuration_is_named(bad: dict[str, Any]) -> None:
 def test_bad_arguments_are_typed_errors(bad: dict[str, int]) -> None:
     with pytest.raises(wg.ConfigurationError):
         _manager(8000).fit([{"role": "user", "content": "x"}], **bad)  # type: ignore[arg-type]
+
+
+@SETTINGS
+@given(
+    plan=plans(max_turns=14),
+    window=st.integers(400, 6000),
+    data=st.data(),
+)
+def test_damaged_transcripts_keep_the_damage_head_and_newest_and_fit_or_raise(
+    plan: Plan, window: int, data: Any
+) -> None:
+    messages, _ = render(plan, "openai_chat")
+    where = data.draw(st.integers(1, len(messages)))
+    stray = {"role": "tool", "tool_call_id": "nobody", "content": data.draw(st.text(max_size=200))}
+    messages.insert(where, stray)
+    seg = segment(shape_messages(messages, format="openai_chat").shapes)
+    mgr = _manager(window)
+    try:
+        fit = mgr.fit(messages, max_tokens=100)
+    except wg.ContextTruncatedError as exc:
+        assert exc.damage and "nobody" in exc.damage
+        return
+    assert fit.deferred
+    assert _is_subsequence(fit.messages, messages)
+    assert any(m is stray for m in fit.messages)
+    assert all(a is b for a, b in zip(fit.messages, messages[: seg.head_stop]))
+    newest = messages[seg.turn_starts[-1] :] if seg.turn_starts else []
+    assert all(a is b for a, b in zip(fit.messages[-len(newest) :], newest))
+    assert fit.estimated_tokens + fit.max_tokens <= fit.context_window

@@ -89,6 +89,8 @@ class ContextTruncatedError(WindowGuardError):
         exact: whether ``estimated_tokens`` was counted exactly.
         source: what counted it (``"ledger"``, ``"remote:..."``, ``"heuristic:..."`` ...).
         floor: the smallest reply the request had to leave room for.
+        damage: for a damaged transcript, where and what (its damaged stretch is kept
+            whole, so it counts as part of what had to fit).
     """
 
     def __init__(
@@ -100,6 +102,7 @@ class ContextTruncatedError(WindowGuardError):
         exact: bool = False,
         source: str = "estimate",
         floor: int | None = None,
+        damage: str = "",
     ) -> None:
         self.estimated_tokens = estimated_tokens
         self.budget = budget
@@ -107,6 +110,7 @@ class ContextTruncatedError(WindowGuardError):
         self.exact = exact
         self.source = source
         self.floor = floor
+        self.damage = damage
         if exact and floor is not None:
             need = (
                 f"the head (system + task), the tools and the newest turn are exactly "
@@ -118,6 +122,11 @@ class ContextTruncatedError(WindowGuardError):
                 f"the head (system + task) and the newest turn need ~{estimated_tokens} "
                 f"tokens ({source}) but the input budget is {budget} (context window "
                 f"{context_window})"
+            )
+        if damage:
+            need = (
+                f"the transcript is damaged ({damage}); its damaged stretch is kept whole, "
+                f"and with it {need}"
             )
         super().__init__(
             f"{need}; nothing was sent. Shorten the system prompt or the newest tool result, "

@@ -56,6 +56,7 @@ from collections.abc import Generator, Sequence
 from dataclasses import replace
 from typing import Any
 
+from ._damaged import plan_damaged
 from ._fitting import Composition, Count, Fit, FitContext, build_fit, learn
 from ._transcript import RequestParts, Transcript, update_transcript
 from .accounting import CounterArg, choose_sources, infer_family
@@ -464,7 +465,7 @@ class ContextWindowManager:
             if self.strict:
                 first = seg.problems[0]
                 raise InvalidTranscriptError(first.problem, index=first.index)
-            return self._deferred(messages, ctx, seg.problems, events)
+            return self._fit_damaged(messages, ctx, seg.problems, events)
         calls = 0
         distrust, self._distrust = self._distrust, False
         dropped = self._choose(ctx)
@@ -573,7 +574,7 @@ class ContextWindowManager:
             return ctx.kept_from(dropped)
         return kept_from
 
-    def _refuse_or_keep(self, ctx: FitContext, count: Count) -> None:
+    def _refuse_or_keep(self, ctx: FitContext, count: Count, damage: str = "") -> None:
         """Head + newest turn exceed the budget: refuse only when the best count of them
         (an upper bound: exact where measured, over-counted elsewhere) plus the smallest
         reply exceeds the window; else send them with ``max_tokens`` shrunk to fit. With
@@ -593,6 +594,7 @@ class ContextWindowManager:
                 exact=count.exact,
                 source=self._source_of(count),
                 floor=self.floor,
+                damage=damage,
             )
 
     def _infer_tokenizer(self, ctx: FitContext, events: list[Event]) -> None:
@@ -766,6 +768,55 @@ class ContextWindowManager:
             floor=self.floor,
             factors=self._factors,
             counter_name=self.counter_name,
+        )
+
+    def _fit_damaged(
+        self,
+        messages: Sequence[object],
+        ctx: FitContext,
+        problems: tuple[Problem, ...],
+        events: list[Event],
+    ) -> Fit:
+        """Keep the damaged stretch whole and prune whole turns around it (``_damaged``)."""
+        plan = plan_damaged(ctx, problems, self._factors)
+        if not plan.fits and self._count_locally(ctx):
+            plan = plan_damaged(ctx, problems, self._factors)
+        described = tuple(str(p) for p in problems)
+        if not plan.fits:
+            self._refuse_or_keep(ctx, plan.count, damage="; ".join(described[:3]))
+        ctx.run.anchor = None
+        self._sent = ctx.composition(plan.kept_from) if plan.kept_from is not None else None
+        kept = [messages[i] for i in plan.kept]
+        logger.warning(
+            "transcript is damaged (%s); the damaged stretch is sent whole%s",
+            "; ".join(described[:3]),
+            f", {plan.dropped_turns} whole turns around it pruned" if plan.dropped_turns else "",
+        )
+        events.append(
+            TranscriptDeferred(
+                reason="damaged input: the damaged stretch is kept whole"
+                + (
+                    f"; {plan.dropped_turns} whole turns around it pruned"
+                    if plan.dropped_turns
+                    else ""
+                ),
+                problems=described,
+            )
+        )
+        if plan.dropped_turns:
+            events.append(
+                TranscriptPruned(
+                    dropped_turns=plan.dropped_turns,
+                    dropped_messages=len(messages) - len(kept),
+                    kept_messages=len(kept),
+                    tokens_before=ctx.cost_function(self._factors)(0),
+                    tokens_after=plan.count.tokens,
+                    budget=ctx.budget.input_tokens,
+                )
+            )
+        dropped_messages = len(messages) - len(kept)
+        return self._result(
+            kept, ctx, plan.count, plan.dropped_turns, dropped_messages, problems, events, 0
         )
 
     def _deferred(
