@@ -271,9 +271,7 @@ def _installed(family: str) -> bool:
         if family in ("o200k", "cl100k"):
             _package_dir("tiktoken")
             name = f"{family}_base"
-            cache_dir = os.environ.get("TIKTOKEN_CACHE_DIR") or os.environ.get(
-                "DATA_GYM_CACHE_DIR"
-            )
+            cache_dir = os.environ.get("TIKTOKEN_CACHE_DIR") or os.environ.get("DATA_GYM_CACHE_DIR")
             cache = Path(cache_dir or Path(tempfile.gettempdir()) / "data-gym-cache")
             if (cache / hashlib.sha1(_URL.format(name).encode()).hexdigest()).is_file():
                 return True
