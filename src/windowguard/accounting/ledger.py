@@ -462,7 +462,11 @@ class Ledger:
         )
 
     def _has_user_text(self, indices: Sequence[int]) -> bool:
-        return any(self.entries[i].shape.kind == "user" for i in indices)
+        """Whether a new user query is among them (not a message of tool results only)."""
+        entries = self.entries
+        return any(
+            entries[i].shape.kind == "user" and not entries[i].shape.results_only for i in indices
+        )
 
     def _record(
         self,

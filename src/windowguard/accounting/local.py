@@ -144,18 +144,23 @@ def _ranks(data: bytes, name: str, origin: str) -> dict[bytes, int]:
     return ranks
 
 
-def _openai_vocabulary(name: str) -> tuple[dict[bytes, int], str]:
-    reasons = []
+def _tiktoken_cache_file(name: str) -> Path:
+    """Where tiktoken keeps the vocabulary it downloaded (``TIKTOKEN_CACHE_DIR``)."""
     cache_dir = os.environ.get("TIKTOKEN_CACHE_DIR") or os.environ.get("DATA_GYM_CACHE_DIR")
     cache = Path(cache_dir or Path(tempfile.gettempdir()) / "data-gym-cache")
-    cached = cache / hashlib.sha1(_URL.format(name).encode()).hexdigest()
+    return cache / hashlib.sha1(_URL.format(name).encode()).hexdigest()
+
+
+def _openai_vocabulary(name: str) -> tuple[dict[bytes, int], str]:
+    reasons = []
+    cached = _tiktoken_cache_file(name)
     if cached.is_file():
         try:
             return _ranks(cached.read_bytes(), name, str(cached)), f"tiktoken cache {cached}"
         except (_Missing, OSError, ValueError) as exc:
             reasons.append(str(exc))
     else:
-        reasons.append(f"not in tiktoken's cache ({cache})")
+        reasons.append(f"not in tiktoken's cache ({cached.parent})")
     try:
         packaged = _package_dir("bpe_openai") / "data" / f"{name}.tiktoken.gz"
         if not packaged.is_file():
@@ -271,9 +276,7 @@ def _installed(family: str) -> bool:
         if family in ("o200k", "cl100k"):
             _package_dir("tiktoken")
             name = f"{family}_base"
-            cache_dir = os.environ.get("TIKTOKEN_CACHE_DIR") or os.environ.get("DATA_GYM_CACHE_DIR")
-            cache = Path(cache_dir or Path(tempfile.gettempdir()) / "data-gym-cache")
-            if (cache / hashlib.sha1(_URL.format(name).encode()).hexdigest()).is_file():
+            if _tiktoken_cache_file(name).is_file():
                 return True
             try:
                 if (_package_dir("bpe_openai") / "data" / f"{name}.tiktoken.gz").is_file():

@@ -353,6 +353,8 @@ def _fit_dict(fit: Fit | None, error: str) -> dict[str, Any]:
         "pressure": fit.pressure,
         "max_tokens": fit.max_tokens,
         "deferred": fit.deferred,
+        "exact": fit.exact,
+        "sources": list(fit.sources),
     }
 
 
@@ -438,8 +440,8 @@ def _render(out: Output, report: dict[str, Any]) -> None:
         out.line(
             f"fit: budget {fit['budget']}, keeps {fit['kept_messages']} messages "
             f"(drops {fit['dropped_turns']} turns, {fit['dropped_messages']} messages), "
-            f"~{fit['estimated_tokens']} tokens, pressure {fit['pressure']:.0%}, "
-            f"max_tokens {fit['max_tokens']}"
+            f"~{fit['estimated_tokens']} tokens ({', '.join(fit['sources']) or 'exact'}), "
+            f"pressure {fit['pressure']:.0%}, max_tokens {fit['max_tokens']}"
             + ("; DAMAGED input passed on unchanged" if fit["deferred"] else ""),
             style="green" if not fit["dropped_turns"] else "yellow",
         )
