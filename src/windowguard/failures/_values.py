@@ -31,6 +31,10 @@ class FailureKind(enum.Enum):
     OVERLOADED = "overloaded"
     TIMEOUT = "timeout"
     CONNECTION = "connection"
+    MALFORMED_RESPONSE = "malformed_response"
+    """A success status whose body is not a whole answer: not JSON, the wrong shape, or
+    a response (streamed or not) that ended without a finish reason. Transient: the
+    same request may get a whole answer next time, and nothing from it is used."""
     UNKNOWN = "unknown"
 
 
@@ -41,6 +45,7 @@ TRANSIENT_KINDS = frozenset(
         FailureKind.OVERLOADED,
         FailureKind.TIMEOUT,
         FailureKind.CONNECTION,
+        FailureKind.MALFORMED_RESPONSE,
     }
 )
 
