@@ -53,8 +53,11 @@ from .events import UsageMeasured as UsageMeasured
 from .exceptions import ConfigurationError as ConfigurationError
 from .exceptions import ContextTruncatedError as ContextTruncatedError
 from .exceptions import InvalidTranscriptError as InvalidTranscriptError
+from .exceptions import JournalError as JournalError
+from .exceptions import JournalMismatchError as JournalMismatchError
 from .exceptions import ModelInfoError as ModelInfoError
 from .exceptions import ProviderError as ProviderError
+from .exceptions import RunLockedError as RunLockedError
 from .exceptions import SuspendRun as SuspendRun
 from .exceptions import UnknownFormatError as UnknownFormatError
 from .exceptions import WindowGuardError as WindowGuardError
@@ -63,6 +66,8 @@ from .failures import FailureKind as FailureKind
 from .failures import TerminationReason as TerminationReason
 from .failures import classify_failure as classify_failure
 from .gauge import ContextGauge as ContextGauge
+from .journal import Journal as Journal
+from .journal import PostgresJournal as PostgresJournal
 from .journal import RunState as RunState
 from .journal import SqliteJournal as SqliteJournal
 from .loop import AsyncToolLoop as AsyncToolLoop
@@ -146,6 +151,9 @@ __all__ = [
     "Fit",
     "HFTokenizerCounter",
     "InvalidTranscriptError",
+    "Journal",
+    "JournalError",
+    "JournalMismatchError",
     "JsonlSink",
     "LoggingSink",
     "MaxTokensShrunk",
@@ -153,6 +161,7 @@ __all__ = [
     "ModelInfoError",
     "OpenAIChatProvider",
     "OpenTelemetrySink",
+    "PostgresJournal",
     "PressureThresholdCrossed",
     "ProviderError",
     "Refit",
@@ -162,6 +171,7 @@ __all__ = [
     "RemoteCounter",
     "RetryDecision",
     "RetryPolicy",
+    "RunLockedError",
     "RunResult",
     "RunState",
     "Segment",

@@ -16,6 +16,12 @@ name ends in ``Error``::
     │                              (windowguard.accounting.local; the heuristic takes over)
     ├── RemoteCountError           a serving endpoint's token count failed
     │                              (windowguard.accounting.remote; fit falls back and says so)
+    ├── JournalError               a run journal cannot be opened or read (a damaged row,
+    │   │                          a database that is not one, a server that went away)
+    │   ├── JournalMismatchError   a run id reused for another transcript, model, tool set,
+    │   │                          or a tool whose schema changed (named)
+    │   └── RunLockedError         another runner holds the run's lease (named, with its
+    │                              expiry), or this runner lost it
     └── ProviderError              a provider call failed; carries the classified Failure
 
     SuspendRun (outside the tree)  raised by a tool to pause a run: a signal, not an error
@@ -26,14 +32,18 @@ Provider failures are not exceptions of this tree: they are classified into a fr
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 __all__ = [
     "ConfigurationError",
     "ContextTruncatedError",
     "InvalidTranscriptError",
+    "JournalError",
+    "JournalMismatchError",
     "ModelInfoError",
     "ProviderError",
+    "RunLockedError",
     "SuspendRun",
     "UnknownFormatError",
     "WindowGuardError",
@@ -147,6 +157,77 @@ class ProviderError(WindowGuardError):
             f"{getattr(getattr(failure, 'kind', None), 'name', 'UNKNOWN')}: "
             f"{getattr(failure, 'message', '') or 'provider call failed'}"
         )
+
+
+class JournalError(WindowGuardError):
+    """A run journal cannot be opened or read: a damaged row (named by run, step and
+    position), a file that is not a database, a server that cannot be reached."""
+
+
+class JournalMismatchError(JournalError):
+    """A run id was reused for a different transcript, system prompt, model or tool set,
+    or one of its tools changed its schema (description or parameters).
+
+    Replaying the journal would feed the model answers made for another run.
+
+    Attributes:
+        run_id: the run.
+        tools: the tools that differ (changed, added or removed), if that is the reason.
+    """
+
+    def __init__(self, message: str, *, run_id: str = "", tools: tuple[str, ...] = ()) -> None:
+        self.run_id = run_id
+        self.tools = tools
+        super().__init__(message)
+
+
+class RunLockedError(JournalError):
+    """Another runner holds the run: one runner at a time may drive a journalled run.
+
+    Raised at once by a second runner (or after the journal's ``wait=`` seconds), and by
+    a runner whose lease was taken over after it expired (its write is refused).
+
+    Attributes:
+        run_id: the run.
+        holder: who holds it (``host:pid:token``).
+        expires_at: when the holder's lease expires unless renewed (UTC), if known.
+        where: the journal (a path, or a PostgreSQL address without its password).
+        lost: True when this runner held the lease and lost it.
+    """
+
+    def __init__(
+        self,
+        run_id: str,
+        *,
+        holder: str,
+        expires_at: datetime | None,
+        seconds_left: float | None = None,
+        where: str = "",
+        lost: bool = False,
+    ) -> None:
+        self.run_id = run_id
+        self.holder = holder
+        self.expires_at = expires_at
+        self.where = where
+        self.lost = lost
+        until = ""
+        if expires_at is not None:
+            until = f" until {expires_at.isoformat(timespec='seconds')}"
+            if seconds_left is not None:
+                until += f" (in {max(seconds_left, 0.0):.1f} s) unless it renews it"
+        if lost:
+            message = (
+                f"this runner's lease on run {run_id!r} in {where} expired and the run is "
+                f"now held by {holder}{until}; nothing more was written by this runner. "
+                "The other runner continues the run; a tool this runner was running may "
+                "have run twice."
+            )
+        else:
+            message = (
+                f"run {run_id!r} in {where} is held by another runner ({holder}){until}; "
+                "pass wait=<seconds> to the journal to wait for it, or use another run id"
+            )
+        super().__init__(message)
 
 
 class SuspendRun(Exception):

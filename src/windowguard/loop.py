@@ -24,6 +24,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random as _random
 import time
@@ -46,7 +47,7 @@ from ._machine import (
 from .accounting.remote import RemoteCounter
 from .events import Event
 from .exceptions import ConfigurationError, ProviderError, SuspendRun
-from .journal import RunState, SqliteJournal, transcript_digest
+from .journal import Journal, RunState, transcript_digest
 from .manager import ContextWindowManager
 from .providers.base import (
     AsyncProvider,
@@ -75,7 +76,7 @@ class _LoopBase:
         max_iterations: int = 25,
         max_tokens: int | None = None,
         sinks: Sequence[Callable[[Event], None]] = (),
-        journal: SqliteJournal | None = None,
+        journal: Journal | None = None,
         tool_timeout: float | None = None,
         retry_policy: RetryPolicy | None = None,
         pressure_thresholds: Sequence[float] = (0.8, 0.95),
@@ -167,7 +168,9 @@ class _LoopBase:
         restarted = False
         if self.journal is not None:
             digest = transcript_digest(transcript, system, sorted(self.tools), self.provider.model)
-            restarted = self.journal.begin_run(run_id, digest)
+            specs = [t.spec for t in self.tools.values()]
+            restarted = self.journal.begin_run(run_id, digest, tools=specs)
+            self.journal.hold(run_id)  # one runner at a time: RunLockedError for a second
             ended = self.journal.termination(run_id) if restarted else None
             if ended is not None:
                 logger.warning(
@@ -176,14 +179,14 @@ class _LoopBase:
                     "a new run",
                     run_id,
                     ended,
-                    self.journal.path,
+                    self.journal.where,
                 )
             elif restarted:
                 logger.info(
                     "run %r restarts from the journal %s: journalled model calls are "
                     "replayed and journalled tools not run again",
                     run_id,
-                    self.journal.path,
+                    self.journal.where,
                 )
         return transcript, run_id, restarted
 
@@ -207,9 +210,18 @@ class _LoopBase:
             self.journal.record_tool_result(run_id, step, position, result)
 
     def _finished(self, result: RunResult) -> RunResult:
-        if self.journal is not None:
+        if self.journal is not None:  # ends the run's lease too
             self.journal.finish_run(result.run_id, result.termination.name, result.state)
         return result
+
+    def _kept(self, run_id: str) -> contextlib.AbstractContextManager[object]:
+        """Hold the run's journal lease while driving it: renewed on a timer (long tools,
+        long model calls), given back on any exit; ``finish_run`` ends it normally."""
+        return contextlib.nullcontext() if self.journal is None else self.journal.keep(run_id)
+
+    def _akept(self, run_id: str) -> contextlib.AbstractAsyncContextManager[object]:
+        """:meth:`_kept` for the async drivers (waits for the run without blocking)."""
+        return contextlib.nullcontext() if self.journal is None else self.journal.akeep(run_id)
 
 
 class ToolLoop(_LoopBase):
@@ -224,7 +236,8 @@ class ToolLoop(_LoopBase):
         max_iterations: tool iterations before the cap-hit synthesis call.
         max_tokens: the reply budget requested per send.
         sinks: event sinks (any ``Callable[[Event], None]``).
-        journal: a :class:`~windowguard.journal.SqliteJournal` making runs durable.
+        journal: a :class:`~windowguard.journal.Journal` (``SqliteJournal``,
+            ``PostgresJournal``) making runs durable, one runner per run at a time.
         tool_timeout: seconds before a tool call is abandoned (an error result).
         retry_policy: how to react to provider failures.
         pressure_thresholds: context-pressure levels reported once when crossed.
@@ -249,7 +262,8 @@ class ToolLoop(_LoopBase):
         transcript, run_id, restarted = self._start(messages, system, run_id)
         machine = self._machine(counter=self._count_endpoint())
         flow = machine.run(transcript, run_id=run_id, system=system, restarted=restarted)
-        return self._drive(machine, flow, run_id, None)
+        with self._kept(run_id):
+            return self._drive(machine, flow, run_id, None)
 
     def resume(self, state: RunState, *, results: Mapping[str, str] | None = None) -> RunResult:
         """Continue a SUSPENDED run.
@@ -267,7 +281,8 @@ class ToolLoop(_LoopBase):
             resume=state,
             supplied=results,
         )
-        return self._drive(machine, flow, state.run_id, None)
+        with self._kept(state.run_id):
+            return self._drive(machine, flow, state.run_id, None)
 
     def stream(
         self, messages: Sequence[Any], *, run_id: str | None = None, system: Any = None
@@ -413,6 +428,10 @@ class RunStream:
         self.result: RunResult | None = None
 
     def __iter__(self) -> Iterator[StreamDelta | Event]:
+        with self._loop._kept(self._run_id):
+            yield from self._items()
+
+    def _items(self) -> Iterator[StreamDelta | Event]:
         pending: list[StreamDelta | Event] = []
         loop = self._loop
         machine = loop._machine(extra_sink=pending.append, counter=loop._count_endpoint())
@@ -483,7 +502,8 @@ class AsyncToolLoop(_LoopBase):
         transcript, run_id, restarted = self._start(messages, system, run_id)
         machine = self._machine(counter=await self._count_endpoint())
         flow = machine.run(transcript, run_id=run_id, system=system, restarted=restarted)
-        return await self._drive(machine, flow, run_id)
+        async with self._akept(run_id):
+            return await self._drive(machine, flow, run_id)
 
     async def resume(
         self, state: RunState, *, results: Mapping[str, str] | None = None
@@ -497,7 +517,8 @@ class AsyncToolLoop(_LoopBase):
             resume=state,
             supplied=results,
         )
-        return await self._drive(machine, flow, state.run_id)
+        async with self._akept(state.run_id):
+            return await self._drive(machine, flow, state.run_id)
 
     def stream(
         self, messages: Sequence[Any], *, run_id: str | None = None, system: Any = None
@@ -594,6 +615,11 @@ class AsyncRunStream:
         self.result: RunResult | None = None
 
     async def __aiter__(self) -> AsyncIterator[StreamDelta | Event]:
+        async with self._loop._akept(self._run_id):
+            async for item in self._items():
+                yield item
+
+    async def _items(self) -> AsyncIterator[StreamDelta | Event]:
         pending: list[StreamDelta | Event] = []
         loop = self._loop
         counter = await loop._count_endpoint()

@@ -1,14 +1,9 @@
-"""The durable run journal (SQLite) and the suspended-run state.
+"""What a run journal stores, as JSON: model responses, tool results, digests, RunState.
 
-ADR 0020's durable loop: every model call and every tool result is written to the
-journal *before* the loop moves on. A run killed at any point and started again with
-the same journal and run id replays the journalled model calls without calling the
-provider, never re-runs a tool whose result was journalled, and continues from there.
-Events are emitted for live calls only. The journal is authoritative and never pruned:
-it holds every response in full, whatever the manager dropped from the requests.
-
-Storage: stdlib ``sqlite3`` in WAL mode, one row per model call and per tool result,
-each committed on its own, so a crash loses at most the call in flight.
+Every value goes in and out of a journal as plain JSON text, so a row written by one
+machine is read by any other (a fleet sharing one PostgreSQL database). A row that does
+not decode is damage, reported by the journal as a
+:class:`~windowguard.exceptions.JournalError` naming the run and the row.
 
 :class:`RunState` is the JSON-serialisable state of a run that a tool paused with
 :class:`~windowguard.exceptions.SuspendRun`; ``loop.resume(state, ...)`` continues it.
@@ -18,53 +13,23 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import sqlite3
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .exceptions import ConfigurationError, WindowGuardError
-from .providers.base import ModelResponse, ToolCall, ToolResult, Usage
+from ..exceptions import ConfigurationError
+from ..providers.base import ModelResponse, ToolCall, ToolResult, ToolSpec, Usage
 
 __all__ = [
-    "JournalMismatchError",
     "RunState",
-    "SqliteJournal",
     "jsonable",
     "response_from_dict",
     "response_to_dict",
     "result_from_dict",
     "result_to_dict",
+    "tool_digest",
     "transcript_digest",
 ]
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS runs (
-    run_id TEXT PRIMARY KEY,
-    digest TEXT NOT NULL,
-    termination TEXT,
-    state TEXT
-);
-CREATE TABLE IF NOT EXISTS model_calls (
-    run_id TEXT NOT NULL,
-    step INTEGER NOT NULL,
-    response TEXT NOT NULL,
-    PRIMARY KEY (run_id, step)
-);
-CREATE TABLE IF NOT EXISTS tool_results (
-    run_id TEXT NOT NULL,
-    step INTEGER NOT NULL,
-    position INTEGER NOT NULL,
-    result TEXT NOT NULL,
-    PRIMARY KEY (run_id, step, position)
-);
-"""
-
-
-class JournalMismatchError(WindowGuardError):
-    """A run id was reused for a different transcript, tools or model."""
 
 
 def jsonable(value: object) -> Any:
@@ -89,6 +54,18 @@ def transcript_digest(
         [jsonable(list(messages)), jsonable(system), list(tools), model],
         sort_keys=True,
         ensure_ascii=False,
+    )
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+def tool_digest(spec: ToolSpec) -> str:
+    """A digest of a tool as the model sees it (name, description, parameters schema).
+
+    The journal keeps one per tool of a run: a tool whose schema changed is named when
+    the run is started again (replayed answers were made for the old schema).
+    """
+    body = json.dumps(
+        [spec.name, spec.description, jsonable(spec.parameters)], sort_keys=True, ensure_ascii=False
     )
     return hashlib.sha256(body.encode()).hexdigest()
 
@@ -136,110 +113,6 @@ def result_from_dict(data: Mapping[str, Any]) -> ToolResult:
         content=data["content"],
         is_error=bool(data.get("is_error", False)),
     )
-
-
-class SqliteJournal:
-    """A run journal in one SQLite file (WAL mode); safe to share between threads.
-
-    Args:
-        path: the database file (created if missing).
-    """
-
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = os.fspath(path)
-        self._lock = threading.Lock()
-        try:
-            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(_SCHEMA)
-        except sqlite3.Error as exc:
-            raise ConfigurationError(f"cannot open run journal {self.path}: {exc}") from exc
-
-    def __enter__(self) -> SqliteJournal:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Close the database."""
-        with self._lock:
-            self._db.close()
-
-    def _one(self, sql: str, params: tuple[Any, ...]) -> Any:
-        with self._lock:
-            row = self._db.execute(sql, params).fetchone()
-        return None if row is None else row[0]
-
-    def _write(self, sql: str, params: tuple[Any, ...]) -> None:
-        with self._lock:
-            self._db.execute(sql, params)
-
-    def begin_run(self, run_id: str, digest: str) -> bool:
-        """Register a run; True when the journal already holds it (a restart).
-
-        Raises:
-            JournalMismatchError: ``run_id`` was started with a different digest.
-        """
-        known = self._one("SELECT digest FROM runs WHERE run_id = ?", (run_id,))
-        if known is None:
-            self._write("INSERT INTO runs (run_id, digest) VALUES (?, ?)", (run_id, digest))
-            return False
-        if known != digest:
-            raise JournalMismatchError(
-                f"run {run_id!r} in {self.path} was started with a different transcript, "
-                "system prompt, tools or model; use a new run id"
-            )
-        return True
-
-    def model_call(self, run_id: str, step: int) -> ModelResponse | None:
-        """The journalled response of model call ``step``, if any."""
-        text = self._one(
-            "SELECT response FROM model_calls WHERE run_id = ? AND step = ?", (run_id, step)
-        )
-        return None if text is None else response_from_dict(json.loads(text))
-
-    def record_model_call(self, run_id: str, step: int, response: ModelResponse) -> None:
-        """Journal a model call's response (before the loop acts on it)."""
-        self._write(
-            "INSERT OR REPLACE INTO model_calls (run_id, step, response) VALUES (?, ?, ?)",
-            (run_id, step, json.dumps(response_to_dict(response), ensure_ascii=False)),
-        )
-
-    def tool_result(self, run_id: str, step: int, position: int) -> ToolResult | None:
-        """The journalled result of call ``position`` of model call ``step``, if any."""
-        text = self._one(
-            "SELECT result FROM tool_results WHERE run_id = ? AND step = ? AND position = ?",
-            (run_id, step, position),
-        )
-        return None if text is None else result_from_dict(json.loads(text))
-
-    def record_tool_result(self, run_id: str, step: int, position: int, result: ToolResult) -> None:
-        """Journal a tool result (before the loop moves on)."""
-        self._write(
-            "INSERT OR REPLACE INTO tool_results (run_id, step, position, result) "
-            "VALUES (?, ?, ?, ?)",
-            (run_id, step, position, json.dumps(result_to_dict(result), ensure_ascii=False)),
-        )
-
-    def finish_run(self, run_id: str, termination: str, state: RunState | None = None) -> None:
-        """Record how a run ended (and its state when suspended)."""
-        self._write(
-            "UPDATE runs SET termination = ?, state = ? WHERE run_id = ?",
-            (termination, None if state is None else state.to_json(), run_id),
-        )
-
-    def termination(self, run_id: str) -> str | None:
-        """How the run ended, if it has."""
-        value = self._one("SELECT termination FROM runs WHERE run_id = ?", (run_id,))
-        return None if value is None else str(value)
-
-    def counts(self, run_id: str) -> tuple[int, int]:
-        """(model calls, tool results) journalled for ``run_id``."""
-        calls = self._one("SELECT COUNT(*) FROM model_calls WHERE run_id = ?", (run_id,))
-        results = self._one("SELECT COUNT(*) FROM tool_results WHERE run_id = ?", (run_id,))
-        return int(calls), int(results)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

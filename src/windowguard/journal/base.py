@@ -1,0 +1,617 @@
+"""The run journal's contract, shared by every backend, and the run lease.
+
+A journal keeps, per run id: the run's starting digest and one digest per tool, every
+model call's response, every tool result, how the run ended (and its state when
+suspended), and a *lease*: which runner holds the run, until when.
+
+**One runner at a time.** A runner (a ``ToolLoop`` run, resume or stream) takes the
+run's lease before it replays or runs anything (``ToolLoop`` does it in ``_start``) and
+gives it back when the run finishes or suspends (:meth:`Journal.finish_run` ends it), or
+when the driver exits any other way. While the run is driven the lease is renewed on a
+timer (a third of ``lease_seconds``) and by every journal write, in the write's own
+transaction: a write is refused with :class:`~windowguard.exceptions.RunLockedError` once
+another runner holds the run, so a runner that stalled past its lease cannot overwrite
+the journal of the runner that took over.
+
+A second runner gets ``RunLockedError`` (naming the run, the holder and its expiry) at
+once, or after waiting up to ``wait`` seconds. A holder that dies (kill -9, a lost
+machine) stops renewing, and its lease expires after ``lease_seconds``; a holder on the
+same machine whose process is gone is seen at once (its process id no longer runs), so a
+restart after a crash needs no wait.
+
+Backends implement a handful of storage primitives (rows in, rows out, compare-and-set
+on the lease row); every rule above lives here, once.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import secrets
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, TypeVar
+
+from ..exceptions import ConfigurationError, JournalError, JournalMismatchError, RunLockedError
+from ..providers.base import ModelResponse, ToolResult, ToolSpec
+from .state import (
+    RunState,
+    response_from_dict,
+    response_to_dict,
+    result_from_dict,
+    result_to_dict,
+    tool_digest,
+)
+
+__all__ = ["Claim", "Journal", "Lease"]
+
+logger = logging.getLogger("windowguard")
+
+_POLL_SECONDS = 0.1
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Lease:
+    """A runner's hold on a run.
+
+    Attributes:
+        run_id: the run.
+        holder: who holds it: ``host:pid:token``, one token per acquisition.
+        expires_at: when it expires unless renewed (UTC, the journal's clock).
+    """
+
+    run_id: str
+    holder: str
+    expires_at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Claim:
+    """A lease row as stored: who holds the run, from which process, until when.
+
+    Attributes:
+        holder: ``host:pid:token``.
+        machine: the holder's machine and process namespace (None when unknown), so a
+            runner on the same machine can tell that the holder's process is gone.
+        pid: the holder's process id.
+        expires_at: the expiry (UTC).
+        seconds_left: seconds until it expires, by the journal's clock (negative: expired).
+    """
+
+    holder: str
+    machine: str | None
+    pid: int | None
+    expires_at: datetime
+    seconds_left: float
+
+    @property
+    def live(self) -> bool:
+        """Whether the lease has not expired yet."""
+        return self.seconds_left > 0
+
+
+def _machine_id() -> str | None:
+    """This kernel boot and process-id namespace: equal for processes whose pids compare."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            boot = f.read().strip()
+        namespace = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return None
+    return f"{boot}/{namespace}"
+
+
+def _process_gone(pid: int) -> bool:
+    """True when no process ``pid`` runs (or only its zombie, waiting to be reaped)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, OSError):
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            state = f.read().rpartition(")")[2].split()
+    except OSError:
+        return False
+    return bool(state) and state[0] in ("Z", "X")
+
+
+@dataclass(slots=True)
+class _Held:
+    lease: Lease
+    driving: bool  # False: taken by ToolLoop._start, not yet driven (nor renewed)
+
+
+class Journal(abc.ABC):
+    """The contract of a run journal (:class:`SqliteJournal`, :class:`PostgresJournal`).
+
+    Args:
+        lease_seconds: how long a runner's hold on a run lasts without renewal; a
+            runner that dies is replaced after this long at most.
+        wait: how long a second runner waits for the run before ``RunLockedError``
+            (0: refuse at once).
+
+    Every method may raise :class:`~windowguard.exceptions.JournalError` when the
+    storage fails or holds a damaged row.
+    """
+
+    where: str
+    """The journal, as messages name it (a path; a PostgreSQL address, never a password)."""
+
+    def __init__(self, *, lease_seconds: float = 30.0, wait: float = 0.0) -> None:
+        if not isinstance(lease_seconds, (int, float)) or not lease_seconds > 0:
+            raise ConfigurationError(f"lease_seconds must be > 0, got {lease_seconds!r}")
+        if not isinstance(wait, (int, float)) or not wait >= 0:
+            raise ConfigurationError(f"wait must be >= 0 seconds, got {wait!r}")
+        self.lease_seconds = float(lease_seconds)
+        self.wait = float(wait)
+        self._machine = _machine_id()
+        self._held: dict[str, _Held] = {}
+        self._held_lock = threading.Lock()
+        self._renewer: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    # -- storage primitives, one set per backend ------------------------------------------
+
+    @abc.abstractmethod
+    def _read_run(self, run_id: str) -> tuple[str, Any, Any, Any] | None:
+        """(digest, tools JSON, termination, state JSON) of a run, or None."""
+
+    @abc.abstractmethod
+    def _create_run(self, run_id: str, digest: str, tools: str) -> None:
+        """Insert the run's row unless it exists."""
+
+    @abc.abstractmethod
+    def _write_tools(self, run_id: str, tools: str) -> None:
+        """Set the tool digests of a run journalled before they were kept."""
+
+    @abc.abstractmethod
+    def _read_row(self, table: str, run_id: str, step: int, position: int) -> Any:
+        """A ``model_calls`` (position -1) or ``tool_results`` row's JSON, or None."""
+
+    @abc.abstractmethod
+    def _write_row(
+        self, table: str, run_id: str, step: int, position: int, text: str, holder: str | None
+    ) -> None:
+        """Insert or replace a row, renewing ``holder``'s lease in the same transaction
+        (None: no lease of ours; refused while another runner holds one)."""
+
+    @abc.abstractmethod
+    def _write_end(
+        self, run_id: str, termination: str, state: str | None, holder: str | None
+    ) -> None:
+        """Record how the run ended and end ``holder``'s lease, in one transaction."""
+
+    @abc.abstractmethod
+    def _count_rows(self, run_id: str) -> tuple[int, int]:
+        """(model calls, tool results) of a run."""
+
+    @abc.abstractmethod
+    def _claim(
+        self, run_id: str, holder: str, *, steal: str | None
+    ) -> tuple[datetime | None, Claim | None]:
+        """Take the lease when free, expired, ours, or held by ``steal``: its new expiry;
+        otherwise (None, the claim that holds it)."""
+
+    @abc.abstractmethod
+    def _extend(self, run_id: str, holder: str) -> datetime | None:
+        """Renew ``holder``'s lease; None when it holds it no more."""
+
+    @abc.abstractmethod
+    def _drop(self, run_id: str, holder: str) -> None:
+        """End ``holder``'s lease (nothing when it holds it no more)."""
+
+    @abc.abstractmethod
+    def _read_claim(self, run_id: str) -> Claim | None:
+        """The run's lease row, if any."""
+
+    @abc.abstractmethod
+    def _close(self) -> None:
+        """Close the storage."""
+
+    # -- the contract ---------------------------------------------------------------------
+
+    def begin_run(self, run_id: str, digest: str, *, tools: Sequence[ToolSpec] = ()) -> bool:
+        """Register a run; True when the journal already holds it (a restart).
+
+        Args:
+            run_id: the run.
+            digest: :func:`~windowguard.journal.transcript_digest` of its start.
+            tools: the tools it runs with; each one's schema is kept as a digest.
+
+        Raises:
+            JournalMismatchError: ``run_id`` was started with a different digest, or a
+                tool of the same name now has a different schema (named).
+        """
+        mine = {spec.name: tool_digest(spec) for spec in tools}
+        row = self._read_run(run_id)
+        if row is None:
+            self._create_run(run_id, digest, json.dumps(mine, sort_keys=True))
+            row = self._read_run(run_id)  # a runner starting the same run at the same time
+            if row is None:  # pragma: no cover - a row just inserted is there
+                raise JournalError(f"run {run_id!r} could not be registered in {self.where}")
+            if row[0] == digest and self._decode_tools(run_id, row[1]) == mine:
+                return False
+        known_digest, known_tools = row[0], self._decode_tools(run_id, row[1])
+        if known_tools is None:  # journalled before tool schemas were kept
+            self._write_tools(run_id, json.dumps(mine, sort_keys=True))
+        else:
+            changed = sorted(
+                n for n in mine.keys() & known_tools.keys() if mine[n] != known_tools[n]
+            )
+            added = sorted(mine.keys() - known_tools.keys())
+            removed = sorted(known_tools.keys() - mine.keys())
+            if changed or added or removed:
+                parts = []
+                if changed:
+                    parts.append(
+                        "a different schema (description or parameters) for "
+                        + ", ".join(f"tool {n!r}" for n in changed)
+                    )
+                if added:
+                    parts.append("without " + ", ".join(f"tool {n!r}" for n in added))
+                if removed:
+                    parts.append("with " + ", ".join(f"tool {n!r}" for n in removed))
+                raise JournalMismatchError(
+                    f"run {run_id!r} in {self.where} was started with "
+                    + "; ".join(parts)
+                    + ": its journalled model calls answered other tools. Use a new run "
+                    "id, or run it with the tools it was started with",
+                    run_id=run_id,
+                    tools=(*changed, *added, *removed),
+                )
+        if known_digest != digest:
+            raise JournalMismatchError(
+                f"run {run_id!r} in {self.where} was started with a different transcript, "
+                "system prompt, tools or model; use a new run id",
+                run_id=run_id,
+            )
+        return True
+
+    def model_call(self, run_id: str, step: int) -> ModelResponse | None:
+        """The journalled response of model call ``step``, if any."""
+        text = self._read_row("model_calls", run_id, step, -1)
+        if text is None:
+            return None
+        return self._decode(text, response_from_dict, f"model call {step} of run {run_id!r}")
+
+    def record_model_call(self, run_id: str, step: int, response: ModelResponse) -> None:
+        """Journal a model call's response (before the loop acts on it).
+
+        Raises:
+            RunLockedError: another runner holds the run (this runner's lease was lost).
+        """
+        text = json.dumps(response_to_dict(response), ensure_ascii=False)
+        self._write_row("model_calls", run_id, step, -1, text, self._holder(run_id))
+
+    def tool_result(self, run_id: str, step: int, position: int) -> ToolResult | None:
+        """The journalled result of call ``position`` of model call ``step``, if any."""
+        text = self._read_row("tool_results", run_id, step, position)
+        if text is None:
+            return None
+        return self._decode(
+            text, result_from_dict, f"tool result {position} of model call {step} of run {run_id!r}"
+        )
+
+    def record_tool_result(self, run_id: str, step: int, position: int, result: ToolResult) -> None:
+        """Journal a tool result (before the loop moves on).
+
+        Raises:
+            RunLockedError: another runner holds the run (this runner's lease was lost).
+        """
+        text = json.dumps(result_to_dict(result), ensure_ascii=False)
+        self._write_row("tool_results", run_id, step, position, text, self._holder(run_id))
+
+    def finish_run(self, run_id: str, termination: str, state: RunState | None = None) -> None:
+        """Record how a run ended (and its state when suspended); ends this runner's lease.
+
+        Raises:
+            RunLockedError: another runner holds the run (this runner's lease was lost).
+        """
+        holder = self._holder(run_id)
+        self._write_end(run_id, termination, None if state is None else state.to_json(), holder)
+        if holder is not None:
+            self._forget(run_id, holder)
+
+    def termination(self, run_id: str) -> str | None:
+        """How the run ended, if it has."""
+        row = self._read_run(run_id)
+        return None if row is None or row[2] is None else str(row[2])
+
+    def run_state(self, run_id: str) -> RunState | None:
+        """The state of a run that ended SUSPENDED (for ``loop.resume``), if any."""
+        row = self._read_run(run_id)
+        if row is None or row[3] is None:
+            return None
+        return self._decode(row[3], RunState.from_dict, f"the suspended state of run {run_id!r}")
+
+    def counts(self, run_id: str) -> tuple[int, int]:
+        """(model calls, tool results) journalled for ``run_id``."""
+        return self._count_rows(run_id)
+
+    def close(self) -> None:
+        """Stop renewing, release the leases this journal holds, close the storage."""
+        self._stop.set()
+        with self._held_lock:
+            held = list(self._held.items())
+            self._held.clear()
+        for run_id, entry in held:
+            with contextlib.suppress(JournalError):
+                self._drop(run_id, entry.lease.holder)
+        self._close()
+
+    def __enter__(self: _T) -> _T:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the lease ------------------------------------------------------------------------
+
+    def lease(self, run_id: str) -> Claim | None:
+        """Who holds ``run_id`` now, if anyone (an expired claim has ``live`` False)."""
+        return self._read_claim(run_id)
+
+    def acquire(self, run_id: str, *, wait: float | None = None) -> Lease:
+        """Take ``run_id``'s lease, waiting up to ``wait`` seconds (default: the journal's).
+
+        This journal's writes for the run then go under the lease (renew it with
+        :meth:`renew`; a ``ToolLoop`` renews the leases it drives on a timer).
+
+        Raises:
+            RunLockedError: another runner still holds it after the wait.
+        """
+        deadline = time.monotonic() + (self.wait if wait is None else wait)
+        while True:
+            lease, claim = self._try_acquire(run_id)
+            if lease is not None:
+                return self._took(lease)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise self._locked(run_id, claim)
+            time.sleep(min(_POLL_SECONDS, remaining))
+
+    async def aacquire(self, run_id: str, *, wait: float | None = None) -> Lease:
+        """:meth:`acquire` for async code: waits with ``asyncio.sleep``."""
+        deadline = time.monotonic() + (self.wait if wait is None else wait)
+        while True:
+            lease, claim = self._try_acquire(run_id)
+            if lease is not None:
+                return self._took(lease)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise self._locked(run_id, claim)
+            await asyncio.sleep(min(_POLL_SECONDS, remaining))
+
+    def renew(self, lease: Lease) -> Lease:
+        """Extend ``lease`` by ``lease_seconds`` from now.
+
+        Raises:
+            RunLockedError: another runner took the run over (``lost`` is True).
+        """
+        expires_at = self._extend(lease.run_id, lease.holder)
+        if expires_at is None:
+            self._forget(lease.run_id, lease.holder)
+            raise self._locked(lease.run_id, self._read_claim(lease.run_id), lost=True)
+        return Lease(run_id=lease.run_id, holder=lease.holder, expires_at=expires_at)
+
+    def release(self, lease: Lease) -> None:
+        """Give ``lease`` back (nothing happens when it was lost)."""
+        self._forget(lease.run_id, lease.holder)
+        self._drop(lease.run_id, lease.holder)
+
+    # -- what the tool loop calls ---------------------------------------------------------
+
+    def hold(self, run_id: str) -> None:
+        """Take ``run_id``'s lease for a runner about to drive it (``ToolLoop._start``).
+
+        The lease is handed to the next :meth:`keep` / :meth:`akeep` of the run. Inside
+        a running event loop it does not wait: when the run is held and ``wait`` is set,
+        :meth:`akeep` waits for it without blocking the loop.
+
+        Raises:
+            RunLockedError: another runner holds the run (after ``wait``).
+        """
+        with self._held_lock:
+            entry = self._held.get(run_id)
+            if entry is not None and not entry.driving:
+                return  # taken by an earlier start that was never driven: hand it on
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            self.acquire(run_id)
+            return
+        found, claim = self._try_acquire(run_id)
+        if found is not None:
+            self._took(found)
+        elif self.wait == 0:
+            raise self._locked(run_id, claim)
+
+    @contextlib.contextmanager
+    def keep(self, run_id: str) -> Iterator[Lease]:
+        """Hold ``run_id`` while a runner drives it: the lease :meth:`hold` took (or a new
+        one, waiting up to ``wait``), renewed on a timer, released on any exit."""
+        lease = self._adopt(run_id)
+        if lease is None:
+            lease = self._took(self.acquire(run_id), driving=True)
+        try:
+            yield lease
+        finally:
+            self._let_go(lease)
+
+    @contextlib.asynccontextmanager
+    async def akeep(self, run_id: str) -> AsyncIterator[Lease]:
+        """:meth:`keep` for async drivers: waits for the run without blocking the loop."""
+        lease = self._adopt(run_id)
+        if lease is None:
+            lease = self._took(await self.aacquire(run_id), driving=True)
+        try:
+            yield lease
+        finally:
+            self._let_go(lease)
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _took(self, lease: Lease, *, driving: bool = False) -> Lease:
+        with self._held_lock:
+            self._held[lease.run_id] = _Held(lease=lease, driving=driving)
+        if driving:
+            self._start_renewer()
+        return lease
+
+    def _new_holder(self) -> str:
+        return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+
+    def _try_acquire(self, run_id: str) -> tuple[Lease | None, Claim | None]:
+        holder = self._new_holder()
+        for _ in range(3):  # a claim released between the two statements: try again
+            expires_at, claim = self._claim(run_id, holder, steal=None)
+            if expires_at is None and claim is not None and self._gone(claim):
+                expires_at, claim = self._claim(run_id, holder, steal=claim.holder)
+                if expires_at is not None:
+                    logger.warning(
+                        "run %r in %s: its holder %s is no longer running; taking it over "
+                        "without waiting for its lease to expire",
+                        run_id,
+                        self.where,
+                        claim.holder if claim else "?",
+                    )
+            if expires_at is not None:
+                return Lease(run_id=run_id, holder=holder, expires_at=expires_at), None
+            if claim is not None:
+                return None, claim
+        return None, None
+
+    def _gone(self, claim: Claim) -> bool:
+        """Whether the claim's holder is a process on this machine that no longer runs."""
+        return (
+            self._machine is not None
+            and claim.machine == self._machine
+            and claim.pid is not None
+            and claim.pid != os.getpid()
+            and _process_gone(claim.pid)
+        )
+
+    def _locked(self, run_id: str, claim: Claim | None, *, lost: bool = False) -> RunLockedError:
+        return RunLockedError(
+            run_id,
+            holder=claim.holder if claim is not None else "another runner",
+            expires_at=claim.expires_at if claim is not None else None,
+            seconds_left=claim.seconds_left if claim is not None else None,
+            where=self.where,
+            lost=lost,
+        )
+
+    def _holder(self, run_id: str) -> str | None:
+        with self._held_lock:
+            entry = self._held.get(run_id)
+        return None if entry is None else entry.lease.holder
+
+    def _forget(self, run_id: str, holder: str) -> None:
+        with self._held_lock:
+            entry = self._held.get(run_id)
+            if entry is not None and entry.lease.holder == holder:
+                del self._held[run_id]
+
+    def _adopt(self, run_id: str) -> Lease | None:
+        """The lease :meth:`hold` took for this run, now driven (renewed at once, so one
+        that lapsed while nobody drove it is known lost, or taken again)."""
+        with self._held_lock:
+            entry = self._held.get(run_id)
+            if entry is None or entry.driving:
+                return None
+            entry.driving = True
+        lease = entry.lease
+        if self._extend(run_id, lease.holder) is None:
+            self._forget(run_id, lease.holder)
+            return None
+        self._start_renewer()
+        return lease
+
+    def _let_go(self, lease: Lease) -> None:
+        with self._held_lock:
+            entry = self._held.get(lease.run_id)
+            mine = entry is not None and entry.lease.holder == lease.holder
+            if mine:
+                del self._held[lease.run_id]
+        if mine:
+            try:
+                self._drop(lease.run_id, lease.holder)
+            except JournalError as exc:
+                logger.warning(
+                    "could not release run %r in %s (%s); its lease expires by itself",
+                    lease.run_id,
+                    self.where,
+                    exc,
+                )
+
+    def _start_renewer(self) -> None:
+        with self._held_lock:
+            if self._renewer is not None or self._stop.is_set():
+                return
+            self._renewer = threading.Thread(
+                target=self._renew_all, name="windowguard-journal-lease", daemon=True
+            )
+            self._renewer.start()
+
+    def _renew_all(self) -> None:
+        """Renew every driven lease a third of ``lease_seconds`` apart; end when none is."""
+        while not self._stop.wait(self.lease_seconds / 3):
+            with self._held_lock:
+                driven = [e.lease for e in self._held.values() if e.driving]
+                if not driven:
+                    self._renewer = None
+                    return
+            for lease in driven:
+                try:
+                    if self._extend(lease.run_id, lease.holder) is None:
+                        self._forget(lease.run_id, lease.holder)
+                        logger.error(
+                            "lost the lease on run %r in %s to another runner; this "
+                            "runner's next journal write will be refused",
+                            lease.run_id,
+                            self.where,
+                        )
+                except JournalError as exc:
+                    logger.warning(
+                        "could not renew the lease on run %r in %s: %s",
+                        lease.run_id,
+                        self.where,
+                        exc,
+                    )
+        with self._held_lock:
+            self._renewer = None
+
+    def _decode(self, text: Any, build: Callable[[Mapping[str, Any]], _T], what: str) -> _T:
+        try:
+            data = json.loads(text)
+            if not isinstance(data, Mapping):
+                raise TypeError(f"a JSON {type(data).__name__}, not an object")
+            return build(data)
+        except (ValueError, TypeError, KeyError, AttributeError, ConfigurationError) as exc:
+            raise JournalError(
+                f"the journal {self.where} holds a damaged row: {what} cannot be read "
+                f"({type(exc).__name__}: {exc}). Restore the journal from a backup, or "
+                "start the run again under a new run id"
+            ) from exc
+
+    def _decode_tools(self, run_id: str, text: Any) -> dict[str, str] | None:
+        if text is None:
+            return None
+
+        def build(data: Mapping[str, Any]) -> dict[str, str]:
+            if not all(isinstance(v, str) for v in data.values()):
+                raise TypeError("tool digests must be strings")
+            return {str(k): str(v) for k, v in data.items()}
+
+        return self._decode(text, build, f"the tool digests of run {run_id!r}")
