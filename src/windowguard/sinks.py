@@ -197,17 +197,42 @@ class JsonlSink:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         """Open ``path`` for appending (created if missing).
 
+        Events carry model text and tool output, so a new file is created ``0600``
+        (owner only, whatever the umask), and an existing regular file that others may
+        read is made ``0600``, with a log line saying so.
+
         Args:
             path: the JSONL file.
 
         Raises:
             OSError: the file cannot be opened for appending.
         """
+        import stat
+
         self.path = os.fspath(path)
         self._lock = threading.Lock()
-        self._file: IO[str] | None = open(  # noqa: SIM115 -- closed by close()/__exit__
-            self.path, "a", encoding="utf-8", buffering=1
-        )
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            mode = os.fstat(fd).st_mode
+            if stat.S_ISREG(mode) and stat.S_IMODE(mode) & 0o077:
+                try:
+                    os.fchmod(fd, stat.S_IMODE(mode) & 0o700)
+                except OSError as exc:
+                    _log.warning("could not make event file %s private: %s", self.path, exc)
+                else:
+                    _log.warning(
+                        "event file %s was readable by others (mode %04o); made it %04o, "
+                        "as it holds model text and tool output",
+                        self.path,
+                        stat.S_IMODE(mode),
+                        stat.S_IMODE(mode) & 0o700,
+                    )
+            self._file: IO[str] | None = open(  # noqa: SIM115 -- closed by close()/__exit__
+                fd, "a", encoding="utf-8", buffering=1
+            )
+        except BaseException:
+            os.close(fd)
+            raise
 
     def __call__(self, event: Event) -> None:
         line = json.dumps(event.to_dict(), ensure_ascii=False, default=str) + "\n"
