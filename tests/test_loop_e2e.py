@@ -14,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from windowguard.emulator import Emulator
 from windowguard.failures import FailureKind
 
 from .exact_tokenizers import TOKENIZERS_DIR, require
+from .journal_backends import BACKENDS, Backend, backend_for, new_run_id
 
 TOKENIZER = str(TOKENIZERS_DIR / "o200k_base.tiktoken")
 
@@ -267,7 +269,7 @@ WORKER = textwrap.dedent(
     """
     import json, sys, time
     import windowguard as wg
-    base_url, journal_path, log_path = sys.argv[1:4]
+    base_url, journal_spec, log_path, run_id = sys.argv[1:5]
 
     @wg.tool
     def work(path: str) -> str:
@@ -285,19 +287,30 @@ WORKER = textwrap.dedent(
 
     provider = wg.OpenAIChatProvider("m", base_url=base_url, api_key="k", discover=False,
                                      model_info=wg.ModelInfo(16384, tokenizer="o200k"))
+    journal = (wg.SqliteJournal(journal_spec[7:]) if journal_spec.startswith("sqlite:")
+               else wg.PostgresJournal(journal_spec))
     loop = wg.ToolLoop(provider, tools=[work], manager=wg.ContextWindowManager(model_info=provider.model_info()),
-                       journal=wg.SqliteJournal(journal_path), max_iterations=40)
-    result = loop.run([{"role": "user", "content": "work on everything"}], run_id="job-1")
+                       journal=journal, max_iterations=40)
+    result = loop.run([{"role": "user", "content": "work on everything"}], run_id=run_id)
     print(json.dumps({"termination": result.termination.name, "messages": len(result.messages),
                       "tool_results": sum(1 for m in result.messages if m.get("role") == "tool")}))
     """
 )
 
 
-def test_killed_run_resumes_from_its_journal_with_nothing_lost_or_repeated(tmp_path: Path) -> None:
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    yield from backend_for(request.param, tmp_path)
+
+
+def test_killed_run_resumes_from_its_journal_with_nothing_lost_or_repeated(
+    tmp_path: Path, backend: Backend
+) -> None:
+    # On both journals: the restart is not refused by the killed runner's lease (its
+    # process is gone), replays the journalled calls and never re-runs a finished tool.
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
-    journal, log = tmp_path / "runs.db", tmp_path / "tools.log"
+    log, run_id = tmp_path / "tools.log", new_run_id("job")
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
     with Emulator(
         flavor="vllm",
@@ -306,7 +319,7 @@ def test_killed_run_resumes_from_its_journal_with_nothing_lost_or_repeated(tmp_p
         scenario="coding-agent:12",
         seed=5,
     ) as emu:
-        args = [sys.executable, str(script), emu.base_url, str(journal), str(log)]
+        args = [sys.executable, str(script), emu.base_url, backend.spec(), str(log), run_id]
         with subprocess.Popen(
             args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         ) as proc:
@@ -327,8 +340,7 @@ def test_killed_run_resumes_from_its_journal_with_nothing_lost_or_repeated(tmp_p
 
         ended = [line for line in log.read_text().splitlines() if line.startswith("end")]
         # every tool that finished did so exactly once: ends == results in the transcript
-        with wg.SqliteJournal(journal) as journal_db:
-            model_calls, tool_results = journal_db.counts("job-1")
+        model_calls, tool_results = backend.open().counts(run_id)
         assert summary["termination"] == "COMPLETED"
         assert summary["tool_results"] == tool_results == len(ended)
         # the restart replayed the journalled model calls instead of re-sending them
