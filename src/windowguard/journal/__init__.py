@@ -18,7 +18,8 @@ resuming each other's runs; ``pip install "windowguard[postgres]"``).
 """
 
 from ..exceptions import JournalError, JournalMismatchError, RunLockedError
-from .base import Claim, Journal, Lease
+from .base import Journal
+from .lease import Claim, Lease
 from .postgres import PostgresJournal
 from .sqlite import SqliteJournal
 from .state import (

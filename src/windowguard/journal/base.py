@@ -42,6 +42,7 @@ from typing import Any, TypeVar
 
 from ..exceptions import ConfigurationError, JournalError, JournalMismatchError, RunLockedError
 from ..providers.base import ModelResponse, ToolResult, ToolSpec
+from .lease import Claim, Lease, machine_id, process_gone
 from .state import (
     RunState,
     response_from_dict,
@@ -51,79 +52,12 @@ from .state import (
     tool_digest,
 )
 
-__all__ = ["Claim", "Journal", "Lease"]
+__all__ = ["Journal"]
 
 logger = logging.getLogger("windowguard")
 
 _POLL_SECONDS = 0.1
 _T = TypeVar("_T")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Lease:
-    """A runner's hold on a run.
-
-    Attributes:
-        run_id: the run.
-        holder: who holds it: ``host:pid:token``, one token per acquisition.
-        expires_at: when it expires unless renewed (UTC, the journal's clock).
-    """
-
-    run_id: str
-    holder: str
-    expires_at: datetime
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Claim:
-    """A lease row as stored: who holds the run, from which process, until when.
-
-    Attributes:
-        holder: ``host:pid:token``.
-        machine: the holder's machine and process namespace (None when unknown), so a
-            runner on the same machine can tell that the holder's process is gone.
-        pid: the holder's process id.
-        expires_at: the expiry (UTC).
-        seconds_left: seconds until it expires, by the journal's clock (negative: expired).
-    """
-
-    holder: str
-    machine: str | None
-    pid: int | None
-    expires_at: datetime
-    seconds_left: float
-
-    @property
-    def live(self) -> bool:
-        """Whether the lease has not expired yet."""
-        return self.seconds_left > 0
-
-
-def _machine_id() -> str | None:
-    """This kernel boot and process-id namespace: equal for processes whose pids compare."""
-    try:
-        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
-            boot = f.read().strip()
-        namespace = os.stat("/proc/self/ns/pid").st_ino
-    except OSError:
-        return None
-    return f"{boot}/{namespace}"
-
-
-def _process_gone(pid: int) -> bool:
-    """True when no process ``pid`` runs (or only its zombie, waiting to be reaped)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except (PermissionError, OSError):
-        return False
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-            state = f.read().rpartition(")")[2].split()
-    except OSError:
-        return False
-    return bool(state) and state[0] in ("Z", "X")
 
 
 @dataclass(slots=True)
@@ -155,7 +89,7 @@ class Journal(abc.ABC):
             raise ConfigurationError(f"wait must be >= 0 seconds, got {wait!r}")
         self.lease_seconds = float(lease_seconds)
         self.wait = float(wait)
-        self._machine = _machine_id()
+        self._machine = machine_id()
         self._held: dict[str, _Held] = {}
         self._held_lock = threading.Lock()
         self._renewer: threading.Thread | None = None
@@ -477,14 +411,16 @@ class Journal(abc.ABC):
         for _ in range(3):  # a claim released between the two statements: try again
             expires_at, claim = self._claim(run_id, holder, steal=None)
             if expires_at is None and claim is not None and self._gone(claim):
-                expires_at, claim = self._claim(run_id, holder, steal=claim.holder)
+                dead = claim
+                expires_at, claim = self._claim(run_id, holder, steal=dead.holder)
                 if expires_at is not None:
                     logger.warning(
                         "run %r in %s: its holder %s is no longer running; taking it over "
-                        "without waiting for its lease to expire",
+                        "without waiting for its lease to expire (%.1f s left)",
                         run_id,
                         self.where,
-                        claim.holder if claim else "?",
+                        dead.holder,
+                        dead.seconds_left,
                     )
             if expires_at is not None:
                 return Lease(run_id=run_id, holder=holder, expires_at=expires_at), None
@@ -499,7 +435,7 @@ class Journal(abc.ABC):
             and claim.machine == self._machine
             and claim.pid is not None
             and claim.pid != os.getpid()
-            and _process_gone(claim.pid)
+            and process_gone(claim.pid)
         )
 
     def _locked(self, run_id: str, claim: Claim | None, *, lost: bool = False) -> RunLockedError:

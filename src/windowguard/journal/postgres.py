@@ -24,7 +24,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ..exceptions import JournalError
-from .base import Claim, Journal
+from .base import Journal
+from .lease import Claim
 
 if TYPE_CHECKING:
     import psycopg

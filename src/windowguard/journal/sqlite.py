@@ -25,7 +25,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..exceptions import JournalError
-from .base import Claim, Journal
+from .base import Journal
+from .lease import Claim
 
 __all__ = ["SqliteJournal"]
 
