@@ -559,6 +559,75 @@ def test_streamed_thinking_tool_arguments_and_cache_usage_are_assembled() -> Non
     assert response.usage.output_tokens == 70
 
 
+def test_a_stream_closed_before_its_stop_reason_is_an_incomplete_answer() -> None:
+    start = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-x",
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 12, "output_tokens": 1},
+    }
+    text_cut = [
+        {"type": "message_start", "message": start},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "fi"}},
+    ]
+    tool_cut = [
+        {"type": "message_start", "message": start},
+        {"type": "content_block_start", "index": 0, "content_block": TOOL_USE | {"input": {}}},
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "input_json_delta", "partial_json": '{"pa'},
+        },
+    ]
+    for events, says in ((text_cut, "2 characters of text"), (tool_cut, "1 tool call(s)")):
+        seen: list[Any] = []
+        with (
+            Canned(b"".join(sse(e) for e in events), "text/event-stream") as server,
+            AnthropicProvider("claude-x", base_url=server.url, discover=False) as provider,
+            pytest.raises(ProviderError) as caught,
+        ):
+            seen.extend(provider.stream(ModelRequest(messages=TASK, tools=TOOLS, max_tokens=9)))
+        failure = caught.value.failure
+        assert failure.kind is FailureKind.MALFORMED_RESPONSE and failure.retryable
+        assert "without a stop_reason" in failure.message and says in failure.message
+        assert not any(isinstance(item, ModelResponse) for item in seen)
+
+
+def test_a_message_with_null_content_or_no_stop_reason_is_malformed() -> None:
+    message = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-x",
+        "content": None,
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 5, "output_tokens": 1},
+    }
+    cases = (
+        (message, "content is None"),
+        (message | {"content": [], "stop_reason": None}, "no stop_reason"),
+        (message | {"content": [None]}, "not a typed object"),
+    )
+    for body, says in cases:
+
+        async def run(url: str) -> None:
+            async with AsyncAnthropicProvider("claude-x", base_url=url, discover=False) as p:
+                await p.complete(ModelRequest(messages=TASK, max_tokens=9))
+
+        with (
+            Canned(json.dumps(body).encode(), "application/json") as server,
+            pytest.raises(ProviderError) as caught,
+        ):
+            asyncio.run(run(server.url))
+        assert caught.value.failure.kind is FailureKind.MALFORMED_RESPONSE
+        assert says in caught.value.failure.message
+
+
 # --------------------------------------------------------------------------- placement
 
 

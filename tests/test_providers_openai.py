@@ -579,6 +579,91 @@ def test_streamed_reasoning_and_split_tool_arguments_are_assembled() -> None:
     assert response.stop_reason == "tool_calls"
 
 
+def _chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+    value = {
+        "id": "c1",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "m",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+    return b"data: " + json.dumps(value).encode() + b"\n\n"
+
+
+def test_a_stream_closed_before_its_finish_reason_is_an_incomplete_answer() -> None:
+    # 1 of 3 text chunks, then a normal close: no finish_reason, no [DONE]. The text
+    # already streamed stays streamed; no response is made of it.
+    cut = _chunk({"role": "assistant", "content": "final "})
+    with (
+        Canned(cut, "text/event-stream") as base_url,
+        OpenAIChatProvider("m", base_url=base_url, discover=False) as provider,
+    ):
+        seen: list[Any] = []
+        with pytest.raises(ProviderError) as caught:
+            seen.extend(provider.stream(ModelRequest(messages=TASK)))
+    assert seen == [StreamDelta(text="final ")]
+    failure = caught.value.failure
+    assert failure.kind is FailureKind.MALFORMED_RESPONSE and failure.retryable
+    assert failure.status == 200 and "without a finish_reason" in failure.message
+
+
+def test_a_stream_cut_inside_tool_arguments_yields_no_tool_call() -> None:
+    call = {"index": 0, "id": "call_1", "type": "function"}
+    cut = _chunk({"tool_calls": [call | {"function": {"name": "read_file", "arguments": '{"pa'}}]})
+
+    async def run(base_url: str) -> list[Any]:
+        seen: list[Any] = []
+        async with AsyncOpenAIChatProvider("m", base_url=base_url, discover=False) as provider:
+            async for item in provider.stream(ModelRequest(messages=TASK, tools=TOOLS)):
+                seen.append(item)
+        return seen
+
+    with Canned(cut, "text/event-stream") as base_url, pytest.raises(ProviderError) as caught:
+        asyncio.run(run(base_url))
+    assert caught.value.failure.kind is FailureKind.MALFORMED_RESPONSE
+    assert "1 tool call(s)" in caught.value.failure.message
+
+
+def test_a_completion_without_finish_reason_or_with_a_broken_shape_is_malformed() -> None:
+    whole = {
+        "id": "c1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "m",
+        "choices": [
+            {"index": 0, "finish_reason": None, "message": {"role": "assistant", "content": "4"}}
+        ],
+    }
+    for body, says in (
+        (json.dumps(whole).encode(), "no finish_reason"),
+        (b"{}", "no choices"),
+        (b'{"choices": [{"message": null, "finish_reason": "stop"}]}', "holds no message"),
+        (b'{"id": "c1", "choi', "JSONDecodeError"),
+    ):
+        with (
+            Canned(body, "application/json") as base_url,
+            OpenAIChatProvider("m", base_url=base_url, discover=False) as provider,
+            pytest.raises(ProviderError) as caught,
+        ):
+            provider.complete(ModelRequest(messages=TASK))
+        assert caught.value.failure.kind is FailureKind.MALFORMED_RESPONSE, body
+        assert says in caught.value.failure.message
+        assert isinstance(caught.value.__cause__, (ValueError, type(None)))
+
+
+def test_a_bad_argument_is_not_taken_for_a_malformed_answer() -> None:
+    # The body is read apart from the send: a mistake in the request raises as it is,
+    # at once, instead of being retried as a broken answer.
+    with (
+        Canned(b"{}", "application/json") as base_url,
+        OpenAIChatProvider(
+            "m", base_url=base_url, discover=False, params={"no_such_argument": 1}
+        ) as provider,
+        pytest.raises(TypeError, match="no_such_argument"),
+    ):
+        provider.complete(ModelRequest(messages=TASK))
+
+
 # --------------------------------------------------------------------------- imports
 
 

@@ -9,12 +9,19 @@ catalog, then the fallback — merged per field by
 Invariants: resolving never raises for what a server does (discovery gives None on any
 trouble), it asks the server at most once per provider (and the discovery module caches
 across providers), and nothing here imports a provider SDK.
+
+Reading an answer never raises anything but a classified
+:class:`~windowguard.exceptions.ProviderError` for what a server sends: the SDK's own
+errors are classified, and a success status whose body is not a whole answer (not
+JSON, the wrong shape, a stream that ended before its finish reason) is a
+``MALFORMED_RESPONSE`` failure (:func:`reading`, :func:`malformed`, :func:`incomplete`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -28,13 +35,26 @@ from ..accounting.remote import (
 )
 from ..catalog import ModelInfo, resolve_model_info
 from ..discovery import adiscover_model_info, discover_model_info
-from ..exceptions import ConfigurationError, WindowGuardError
+from ..exceptions import ConfigurationError, ProviderError, WindowGuardError
+from ..failures import Failure, FailureKind, classify_failure
 from ..templates import TEXT_TEMPLATES
 
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-__all__ = ["CounterSource", "ModelInfoSource", "as_dict", "check_model", "is_default_host"]
+__all__ = [
+    "CounterSource",
+    "ModelInfoSource",
+    "as_dict",
+    "check_model",
+    "count_field",
+    "field",
+    "incomplete",
+    "is_default_host",
+    "is_object",
+    "malformed",
+    "reading",
+]
 
 DEFAULT_DISCOVERY_TIMEOUT = 5.0
 
@@ -71,6 +91,90 @@ def as_dict(value: object) -> dict[str, Any]:
     raise ConfigurationError(
         f"expected a message as a dict or an SDK model, got {type(value).__name__}"
     )
+
+
+# --------------------------------------------------------------------------- answers
+
+
+def malformed(detail: str, *, status: int | None = None) -> ProviderError:
+    """The error for a success answer that is not a response: a transient failure.
+
+    Args:
+        detail: what is wrong with it, in words.
+        status: the HTTP status it came with.
+    """
+    return ProviderError(
+        Failure(
+            kind=FailureKind.MALFORMED_RESPONSE,
+            retryable=True,
+            status=status,
+            message=f"malformed response: {detail}",
+            code="malformed_response",
+        )
+    )
+
+
+def incomplete(detail: str, *, status: int | None = None) -> ProviderError:
+    """The error for an answer that ended without a finish reason: nothing of it is used
+    (its text may be cut short, its tool arguments cut off), and it is retried."""
+    return ProviderError(
+        Failure(
+            kind=FailureKind.MALFORMED_RESPONSE,
+            retryable=True,
+            status=status,
+            message=f"incomplete response: {detail}; it was not used",
+            code="incomplete_response",
+        )
+    )
+
+
+@contextlib.contextmanager
+def reading(api_error: type[BaseException], *, status: int | None) -> Iterator[None]:
+    """Read a success answer: the SDK's errors (a streamed error event, a dropped
+    connection) are classified; anything else raised while parsing or assembling it
+    means the body was not a whole answer.
+
+    Args:
+        api_error: the SDK's root API error class.
+        status: the HTTP status the answer came with.
+    """
+    try:
+        yield
+    except ProviderError:
+        raise
+    except api_error as exc:
+        raise ProviderError(classify_failure(exc)) from exc
+    except Exception as exc:
+        text = str(exc)
+        if len(text) > 200:
+            text = text[:200] + "..."
+        raise malformed(f"{type(exc).__name__}: {text}", status=status) from exc
+
+
+def field(value: object, name: str) -> object:
+    """``value.name`` of an SDK model, or ``value[name]`` of a mapping; None if absent."""
+    if isinstance(value, Mapping):
+        return value.get(name)
+    return getattr(value, name, None)
+
+
+def count_field(value: object, name: str, where: str, *, status: int | None) -> int | None:
+    """A token count read from ``value``: an int, or None when the server left it out.
+
+    Raises:
+        ProviderError: ``MALFORMED_RESPONSE`` for a count that is not a whole number.
+    """
+    count = field(value, name)
+    if count is None:
+        return None
+    if isinstance(count, bool) or not isinstance(count, int):
+        raise malformed(f"{where}.{name} is {count!r}, not a token count", status=status)
+    return count
+
+
+def is_object(value: object) -> bool:
+    """Whether ``value`` is a JSON object: a mapping, or an SDK model built from one."""
+    return isinstance(value, Mapping) or callable(getattr(value, "model_dump", None))
 
 
 class ModelInfoSource:

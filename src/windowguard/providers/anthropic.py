@@ -25,6 +25,12 @@ Invariants:
   writes and reads also reported on their own.
 - Every SDK failure is an ``anthropic.APIError``, classified at one place
   (:func:`_sdk_errors`); the SDK's own retries are off by default (``max_retries=0``).
+- An answer is used only when it is whole. A success status whose body does not parse
+  or has the wrong shape (``content: null`` ...), or a message (streamed or not)
+  without a ``stop_reason`` — a stream closed before its ``message_delta``, its text or
+  tool input cut short — is a ``MALFORMED_RESPONSE`` ProviderError, transient: the loop
+  retries it and never runs a tool call from it. The body is read apart from the send
+  (the SDK's raw response), so a bad argument still raises at once, unclassified.
 """
 
 from __future__ import annotations
@@ -57,7 +63,13 @@ from ._common import (
     OwnsAsyncClient,
     OwnsClient,
     SdkProvider,
+    count_field,
+    field,
+    incomplete,
     is_default_host,
+    is_object,
+    malformed,
+    reading,
 )
 from .base import ModelRequest, ModelResponse, StreamDelta, ToolCall, ToolResult, Usage
 
@@ -317,25 +329,30 @@ class AnthropicProvider(OwnsClient, _AnthropicBase):
         """
         kwargs = self._create_kwargs(request, stream=False)
         with _sdk_errors():
-            message = self._client.messages.create(**kwargs)
-        return _to_response(message)
+            raw = self._client.messages.with_raw_response.create(**kwargs)
+        with reading(anthropic.APIError, status=raw.status_code):
+            return _to_response(raw.parse(), raw.status_code)
 
     def stream(self, request: ModelRequest) -> Iterator[StreamDelta | ModelResponse]:
         """Send ``request`` streamed: text deltas as they arrive, then one ModelResponse.
 
         Raises:
-            ProviderError: the SDK failed before or during the stream.
+            ProviderError: the SDK failed before or during the stream, or the stream
+                was not a whole answer (``MALFORMED_RESPONSE``; its deltas were
+                already yielded, its response never is).
         """
         kwargs = self._create_kwargs(request, stream=True)
-        assembler = _StreamAssembler()
         with _sdk_errors():
-            events = self._client.messages.create(**kwargs)
-            with events:
+            raw = self._client.messages.with_raw_response.create(**kwargs)
+        assembler = _StreamAssembler(raw.status_code)
+        with reading(anthropic.APIError, status=raw.status_code):
+            with raw.parse() as events:
                 for event in events:
                     text = assembler.add(event)
                     if text:
                         yield StreamDelta(text=text)
-        yield assembler.response()
+            response = assembler.response()
+        yield response
 
 
 class AsyncAnthropicProvider(OwnsAsyncClient, _AnthropicBase):
@@ -404,27 +421,31 @@ class AsyncAnthropicProvider(OwnsAsyncClient, _AnthropicBase):
             await self.amodel_info()  # resolve limits off the event loop first
         kwargs = self._create_kwargs(request, stream=False)
         with _sdk_errors():
-            message = await self._client.messages.create(**kwargs)
-        return _to_response(message)
+            raw = await self._client.messages.with_raw_response.create(**kwargs)
+        with reading(anthropic.APIError, status=raw.status_code):
+            return _to_response(await raw.parse(), raw.status_code)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamDelta | ModelResponse]:
         """Send ``request`` streamed: text deltas as they arrive, then one ModelResponse.
 
         Raises:
-            ProviderError: the SDK failed before or during the stream.
+            ProviderError: the SDK failed before or during the stream, or the stream
+                was not a whole answer (``MALFORMED_RESPONSE``).
         """
         if request.max_tokens is None:
             await self.amodel_info()
         kwargs = self._create_kwargs(request, stream=True)
-        assembler = _StreamAssembler()
         with _sdk_errors():
-            events = await self._client.messages.create(**kwargs)
-            async with events:
+            raw = await self._client.messages.with_raw_response.create(**kwargs)
+        assembler = _StreamAssembler(raw.status_code)
+        with reading(anthropic.APIError, status=raw.status_code):
+            async with await raw.parse() as events:
                 async for event in events:
                     text = assembler.add(event)
                     if text:
                         yield StreamDelta(text=text)
-        yield assembler.response()
+            response = assembler.response()
+        yield response
 
 
 # --------------------------------------------------------------------------- answers
@@ -446,9 +467,38 @@ def _usage(
     )
 
 
-def _block_dict(block: Any) -> dict[str, Any]:
-    dumped: dict[str, Any] = block.model_dump(mode="json", exclude_none=True)
-    return dumped
+_COUNTS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_creation_input_tokens",
+    "cache_read_input_tokens",
+)
+
+
+def _counts(usage: object, status: int | None) -> dict[str, int | None]:
+    """The token counts of a ``usage`` object (absent counts are None).
+
+    Raises:
+        ProviderError: ``MALFORMED_RESPONSE`` for usage that is not an object of counts.
+    """
+    if usage is None:
+        return {}
+    if not is_object(usage):
+        raise malformed(f"usage is {usage!r}, not an object", status=status)
+    return {name: count_field(usage, name, "usage", status=status) for name in _COUNTS}
+
+
+def _block_dict(block: Any, status: int | None) -> dict[str, Any]:
+    """A content block as a JSON dict, verbatim.
+
+    Raises:
+        ProviderError: ``MALFORMED_RESPONSE`` for a block that is not a typed object.
+    """
+    dump = getattr(block, "model_dump", None)
+    dumped = dump(mode="json", exclude_none=True) if callable(dump) else block
+    if not isinstance(dumped, dict) or not isinstance(dumped.get("type"), str):
+        raise malformed(f"the content block {block!r} is not a typed object", status=status)
+    return dict(dumped)
 
 
 def _read_blocks(blocks: Sequence[Mapping[str, Any]]) -> tuple[str, tuple[ToolCall, ...]]:
@@ -465,21 +515,32 @@ def _read_blocks(blocks: Sequence[Mapping[str, Any]]) -> tuple[str, tuple[ToolCa
     return text, calls
 
 
-def _to_response(message: Any) -> ModelResponse:
-    blocks = [_block_dict(block) for block in message.content]
+def _to_response(message: Any, status: int | None) -> ModelResponse:
+    """The answer of a whole message.
+
+    Raises:
+        ProviderError: ``MALFORMED_RESPONSE`` when ``message`` is not one (the SDK hands
+            back text for a body that is not JSON, and builds its models from any JSON
+            without checking it), or has no ``stop_reason``.
+    """
+    if not is_object(message):
+        shown = message if not isinstance(message, str) else message[:80]
+        raise malformed(f"the body is {shown!r}, not a message", status=status)
+    content = field(message, "content")
+    if not isinstance(content, list):
+        raise malformed(f"the message's content is {content!r}, not a list", status=status)
+    blocks = [_block_dict(block, status) for block in content]
     text, calls = _read_blocks(blocks)
-    usage = message.usage
+    counts = _counts(field(message, "usage"), status)
+    stop_reason = field(message, "stop_reason")
+    if not isinstance(stop_reason, str) or not stop_reason:
+        raise incomplete("the message has no stop_reason", status=status)
     return ModelResponse(
         message={"role": "assistant", "content": blocks},
         text=text,
         tool_calls=calls,
-        usage=_usage(
-            usage.input_tokens,
-            usage.output_tokens,
-            usage.cache_creation_input_tokens,
-            usage.cache_read_input_tokens,
-        ),
-        stop_reason=message.stop_reason,
+        usage=_usage(*(counts.get(name) for name in _COUNTS)),
+        stop_reason=stop_reason,
     )
 
 
@@ -490,58 +551,83 @@ class _StreamAssembler:
     ``message_start`` (input usage), per block ``content_block_start`` /
     ``content_block_delta`` / ``content_block_stop``, ``message_delta`` (stop reason,
     output usage, and on newer servers the final input and cache counts),
-    ``message_stop``.
+    ``message_stop``. An event that is not one raises ``MALFORMED_RESPONSE`` at once;
+    a stream that ends before the ``message_delta`` carrying the stop reason raises it
+    from :meth:`response`.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, status: int | None = None) -> None:
+        self._status = status
         self._blocks: dict[int, dict[str, Any]] = {}
         self._json: dict[int, list[str]] = {}
         self._raw_arguments: dict[int, str] = {}
         self._counts: dict[str, int | None] = {}
         self._stop_reason: str | None = None
+        self._events = 0
 
-    def _take_usage(self, usage: Any) -> None:
-        for name in (
-            "input_tokens",
-            "output_tokens",
-            "cache_creation_input_tokens",
-            "cache_read_input_tokens",
-        ):
-            value = getattr(usage, name, None)
+    def _bad(self, what: str, value: object) -> ProviderError:
+        shown = repr(value)
+        shown = shown if len(shown) <= 80 else shown[:80] + "..."
+        return malformed(f"stream event {self._events} has {what} {shown}", status=self._status)
+
+    def _take_usage(self, usage: object) -> None:
+        for name, value in _counts(usage, self._status).items():
             if value is not None:
                 self._counts[name] = value
 
+    def _index(self, event: object) -> int:
+        index = field(event, "index")
+        if isinstance(index, bool) or not isinstance(index, int):
+            raise self._bad("the block index", index)
+        return index
+
     def add(self, event: Any) -> str:
         """Take one event; return its new reply text ("" when none)."""
-        kind = event.type
+        self._events += 1
+        kind = field(event, "type") if is_object(event) else None
+        if not isinstance(kind, str):
+            raise self._bad("no type: it is", event)
         if kind == "message_start":
-            self._take_usage(event.message.usage)
+            message = field(event, "message")
+            if not is_object(message):
+                raise self._bad("the message", message)
+            self._take_usage(field(message, "usage"))
         elif kind == "content_block_start":
-            self._blocks[event.index] = _block_dict(event.content_block)
+            self._blocks[self._index(event)] = _block_dict(
+                field(event, "content_block"), self._status
+            )
         elif kind == "content_block_delta":
-            return self._delta(event.index, event.delta)
+            return self._delta(self._index(event), field(event, "delta"))
         elif kind == "content_block_stop":
-            self._close(event.index)
+            self._close(self._index(event))
         elif kind == "message_delta":
-            self._stop_reason = event.delta.stop_reason or self._stop_reason
-            if event.usage is not None:
-                self._take_usage(event.usage)
+            delta = field(event, "delta")
+            if not is_object(delta):
+                raise self._bad("the delta", delta)
+            stop_reason = field(delta, "stop_reason")
+            if isinstance(stop_reason, str) and stop_reason:
+                self._stop_reason = stop_reason
+            self._take_usage(field(event, "usage"))
         return ""
 
     def _delta(self, index: int, delta: Any) -> str:
+        kind = field(delta, "type") if is_object(delta) else None
+        if not isinstance(kind, str):
+            raise self._bad("the delta", delta)
         block = self._blocks.setdefault(index, {"type": "text", "text": ""})
-        kind = delta.type
         if kind == "text_delta":
-            block["text"] = block.get("text", "") + delta.text
-            return str(delta.text)
+            text = str(field(delta, "text") or "")
+            block["text"] = block.get("text", "") + text
+            return text
         if kind == "input_json_delta":
-            self._json.setdefault(index, []).append(delta.partial_json)
+            self._json.setdefault(index, []).append(str(field(delta, "partial_json") or ""))
         elif kind == "thinking_delta":
-            block["thinking"] = block.get("thinking", "") + delta.thinking
+            block["thinking"] = block.get("thinking", "") + str(field(delta, "thinking") or "")
         elif kind == "signature_delta":
-            block["signature"] = delta.signature
+            block["signature"] = field(delta, "signature")
         elif kind == "citations_delta":
-            block.setdefault("citations", []).append(_block_dict(delta.citation))
+            citation = _block_dict(field(delta, "citation"), self._status)
+            block.setdefault("citations", []).append(citation)
         return ""
 
     def _close(self, index: int) -> None:
@@ -559,7 +645,21 @@ class _StreamAssembler:
             self._raw_arguments[index] = raw
 
     def response(self) -> ModelResponse:
-        """The assembled answer (call once the stream has ended)."""
+        """The assembled answer (call once the stream has ended).
+
+        Raises:
+            ProviderError: ``MALFORMED_RESPONSE`` when the stream ended before its stop
+                reason: its text may be cut short and its tool input cut off, so none of
+                it is used.
+        """
+        if self._stop_reason is None:
+            chars = sum(len(b.get("text", "")) for b in self._blocks.values())
+            tools = sum(1 for b in self._blocks.values() if b.get("type") == "tool_use")
+            raise incomplete(
+                f"the stream ended without a stop_reason after {self._events} event(s), "
+                f"{chars} characters of text and {tools} tool call(s)",
+                status=self._status,
+            )
         for index in list(self._json):
             self._close(index)
         ordered = [self._blocks[index] for index in sorted(self._blocks)]
@@ -579,11 +679,6 @@ class _StreamAssembler:
             message={"role": "assistant", "content": ordered},
             text=text,
             tool_calls=calls,
-            usage=_usage(
-                counts.get("input_tokens"),
-                counts.get("output_tokens"),
-                counts.get("cache_creation_input_tokens"),
-                counts.get("cache_read_input_tokens"),
-            ),
+            usage=_usage(*(counts.get(name) for name in _COUNTS)),
             stop_reason=self._stop_reason,
         )

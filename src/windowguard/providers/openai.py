@@ -20,6 +20,12 @@ Invariants:
   ``stream_options.include_usage`` and take the usage from the last chunk.
 - Every SDK failure is an ``openai.APIError``; it is classified at one place
   (:func:`_sdk_errors`) into a :class:`~windowguard.exceptions.ProviderError`.
+- An answer is used only when it is whole. A success status whose body does not parse
+  or has the wrong shape, or a completion (streamed or not) without a
+  ``finish_reason`` — a stream closed early, its text or tool arguments cut short — is
+  a ``MALFORMED_RESPONSE`` ProviderError, transient like a dropped connection: the
+  loop retries it and never runs a tool call from it. The body is read apart from the
+  send (the SDK's raw response), so a bad argument still raises at once, unclassified.
 - The SDK's own retries are off by default (``max_retries=0``): the tool loop's retry
   policy owns retries, so a 429 is not retried twice over.
 """
@@ -45,14 +51,20 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 from ..accounting.remote import RemoteCounter
 from ..catalog import ModelInfo
 from ..exceptions import ConfigurationError, ProviderError
-from ..failures import Failure, FailureKind, classify_failure
+from ..failures import classify_failure
 from ..shapes import Format
 from ._common import (
     DEFAULT_DISCOVERY_TIMEOUT,
     OwnsAsyncClient,
     OwnsClient,
     SdkProvider,
+    count_field,
+    field,
+    incomplete,
     is_default_host,
+    is_object,
+    malformed,
+    reading,
 )
 from .base import ModelRequest, ModelResponse, StreamDelta, ToolCall, ToolResult, Usage
 
@@ -294,25 +306,30 @@ class OpenAIChatProvider(OwnsClient, _OpenAIChatBase):
         """
         kwargs = self._create_kwargs(request, stream=False)
         with _sdk_errors():
-            completion = self._client.chat.completions.create(**kwargs)
-        return _to_response(completion)
+            raw = self._client.chat.completions.with_raw_response.create(**kwargs)
+        with reading(openai.APIError, status=raw.status_code):
+            return _to_response(raw.parse(), raw.status_code)
 
     def stream(self, request: ModelRequest) -> Iterator[StreamDelta | ModelResponse]:
         """Send ``request`` streamed: text deltas as they arrive, then one ModelResponse.
 
         Raises:
-            ProviderError: the SDK failed before or during the stream.
+            ProviderError: the SDK failed before or during the stream, or the stream
+                was not a whole answer (``MALFORMED_RESPONSE``; its deltas were
+                already yielded, its response never is).
         """
         kwargs = self._create_kwargs(request, stream=True)
-        assembler = _StreamAssembler()
         with _sdk_errors():
-            chunks = self._client.chat.completions.create(**kwargs)
-            with chunks:
+            raw = self._client.chat.completions.with_raw_response.create(**kwargs)
+        assembler = _StreamAssembler(raw.status_code)
+        with reading(openai.APIError, status=raw.status_code):
+            with raw.parse() as chunks:
                 for chunk in chunks:
                     text = assembler.add(chunk)
                     if text:
                         yield StreamDelta(text=text)
-        yield assembler.response()
+            response = assembler.response()
+        yield response
 
 
 class AsyncOpenAIChatProvider(OwnsAsyncClient, _OpenAIChatBase):
@@ -381,48 +398,53 @@ class AsyncOpenAIChatProvider(OwnsAsyncClient, _OpenAIChatBase):
         """
         kwargs = self._create_kwargs(request, stream=False)
         with _sdk_errors():
-            completion = await self._client.chat.completions.create(**kwargs)
-        return _to_response(completion)
+            raw = await self._client.chat.completions.with_raw_response.create(**kwargs)
+        with reading(openai.APIError, status=raw.status_code):
+            return _to_response(raw.parse(), raw.status_code)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamDelta | ModelResponse]:
         """Send ``request`` streamed: text deltas as they arrive, then one ModelResponse.
 
         Raises:
-            ProviderError: the SDK failed before or during the stream.
+            ProviderError: the SDK failed before or during the stream, or the stream
+                was not a whole answer (``MALFORMED_RESPONSE``).
         """
         kwargs = self._create_kwargs(request, stream=True)
-        assembler = _StreamAssembler()
         with _sdk_errors():
-            chunks = await self._client.chat.completions.create(**kwargs)
-            async with chunks:
+            raw = await self._client.chat.completions.with_raw_response.create(**kwargs)
+        assembler = _StreamAssembler(raw.status_code)
+        with reading(openai.APIError, status=raw.status_code):
+            async with raw.parse() as chunks:
                 async for chunk in chunks:
                     text = assembler.add(chunk)
                     if text:
                         yield StreamDelta(text=text)
-        yield assembler.response()
+            response = assembler.response()
+        yield response
 
 
 # --------------------------------------------------------------------------- answers
 
 
-def _no_answer(detail: str) -> ProviderError:
-    return ProviderError(
-        Failure(kind=FailureKind.UNKNOWN, retryable=False, message=f"no answer: {detail}")
-    )
+def _usage(usage: Any, status: int | None) -> Usage | None:
+    """The usage an answer reports; None when it reports none.
 
-
-def _usage(usage: Any) -> Usage | None:
+    Raises:
+        ProviderError: ``MALFORMED_RESPONSE`` for usage that is not an object of counts.
+    """
     if usage is None:
         return None
-    details = getattr(usage, "prompt_tokens_details", None)
-    cached = getattr(details, "cached_tokens", None) if details is not None else None
+    if not is_object(usage):
+        raise malformed(f"usage is {usage!r}, not an object", status=status)
+    details = field(usage, "prompt_tokens_details")
+    cached = count_field(details, "cached_tokens", "usage.prompt_tokens_details", status=status)
     if cached is None:  # DeepSeek reports cache hits beside the prompt count
-        extra = getattr(usage, "model_extra", None) or {}
-        cached = extra.get("prompt_cache_hit_tokens")
+        extra = field(usage, "model_extra") or {}
+        cached = count_field(extra, "prompt_cache_hit_tokens", "usage", status=status)
     return Usage(
-        input_tokens=getattr(usage, "prompt_tokens", None),
-        output_tokens=getattr(usage, "completion_tokens", None),
-        cache_read_tokens=int(cached or 0),
+        input_tokens=count_field(usage, "prompt_tokens", "usage", status=status),
+        output_tokens=count_field(usage, "completion_tokens", "usage", status=status),
+        cache_read_tokens=cached or 0,
     )
 
 
@@ -441,78 +463,151 @@ def _tool_calls(raw_calls: Sequence[Mapping[str, Any]]) -> tuple[ToolCall, ...]:
     return tuple(calls)
 
 
-def _to_response(completion: Any) -> ModelResponse:
-    choices = getattr(completion, "choices", None)
-    if not choices:
-        raise _no_answer("the completion has no choices")
+def _to_response(completion: Any, status: int | None) -> ModelResponse:
+    """The answer of a whole completion.
+
+    Raises:
+        ProviderError: ``MALFORMED_RESPONSE`` when ``completion`` is not one (the SDK
+            hands back text for a body that is not JSON, and builds its models from any
+            JSON without checking it), or has no ``finish_reason``.
+    """
+    if not is_object(completion):
+        shown = completion if not isinstance(completion, str) else completion[:80]
+        raise malformed(f"the body is {shown!r}, not a chat completion", status=status)
+    choices = field(completion, "choices")
+    if not isinstance(choices, list) or not choices:
+        raise malformed(f"the completion has no choices (choices: {choices!r})", status=status)
     choice = choices[0]
-    message: dict[str, Any] = choice.message.model_dump(mode="json", exclude_none=True)
+    raw_message = field(choice, "message")
+    if not is_object(choice) or not is_object(raw_message):
+        raise malformed(f"choices[0] holds no message ({choice!r})", status=status)
+    dump = getattr(raw_message, "model_dump", None)
+    message: dict[str, Any] = (
+        dump(mode="json", exclude_none=True) if callable(dump) else dict(raw_message)  # type: ignore[call-overload]
+    )
     for name in _RESPONSE_ONLY:
         message.pop(name, None)
     message.setdefault("role", "assistant")
     message.setdefault("content", None)
     content = message.get("content")
+    raw_calls = message.get("tool_calls") or []
+    if not isinstance(raw_calls, list) or not all(isinstance(c, dict) for c in raw_calls):
+        raise malformed(f"tool_calls is {raw_calls!r}, not a list of calls", status=status)
+    usage = _usage(field(completion, "usage"), status)
+    finish = field(choice, "finish_reason")
+    if not isinstance(finish, str) or not finish:
+        raise incomplete("the completion has no finish_reason", status=status)
     return ModelResponse(
         message=message,
         text=content if isinstance(content, str) else "",
-        tool_calls=_tool_calls(message.get("tool_calls") or ()),
-        usage=_usage(getattr(completion, "usage", None)),
-        stop_reason=choice.finish_reason,
+        tool_calls=_tool_calls(raw_calls),
+        usage=usage,
+        stop_reason=finish,
     )
 
 
 class _StreamAssembler:
-    """Builds the final ModelResponse from ``chat.completion.chunk`` events."""
+    """Builds the final ModelResponse from ``chat.completion.chunk`` events.
 
-    def __init__(self) -> None:
+    A chunk that is not one raises ``MALFORMED_RESPONSE`` at once; a stream that ends
+    before choice 0's ``finish_reason`` raises it from :meth:`response`.
+    """
+
+    def __init__(self, status: int | None = None) -> None:
+        self._status = status
         self._text: list[str] = []
         self._extra: dict[str, list[str]] = {}
         self._calls: dict[int, dict[str, Any]] = {}
         self._usage: Usage | None = None
         self._stop_reason: str | None = None
+        self._chunks = 0
 
     def add(self, chunk: Any) -> str:
         """Take one chunk; return its new reply text ("" when none)."""
-        if getattr(chunk, "usage", None) is not None:
-            self._usage = _usage(chunk.usage)
+        self._chunks += 1
+        choices = field(chunk, "choices") if is_object(chunk) else None
+        if not isinstance(choices, list):
+            raise malformed(
+                f"stream chunk {self._chunks} is {_shown(chunk)}, not a completion chunk",
+                status=self._status,
+            )
+        usage = _usage(field(chunk, "usage"), self._status)
+        if usage is not None:
+            self._usage = usage
         text = ""
-        for choice in getattr(chunk, "choices", None) or ():
-            if choice.index != 0:
+        for choice in choices:
+            if not is_object(choice):
+                raise malformed(
+                    f"stream chunk {self._chunks} holds the choice {choice!r}",
+                    status=self._status,
+                )
+            if field(choice, "index") != 0:
                 continue
-            if choice.finish_reason is not None:
-                self._stop_reason = choice.finish_reason
-            delta = choice.delta
+            finish = field(choice, "finish_reason")
+            if isinstance(finish, str) and finish:
+                self._stop_reason = finish
+            delta = field(choice, "delta")
             if delta is None:
                 continue
-            if delta.content:
-                text += delta.content
-            extra = delta.model_extra or {}
+            if not is_object(delta):
+                raise malformed(
+                    f"stream chunk {self._chunks} holds the delta {delta!r}", status=self._status
+                )
+            content = field(delta, "content")
+            if isinstance(content, str):
+                text += content
+            extra = field(delta, "model_extra") or {}
             for name in _REASONING_FIELDS:
-                piece = extra.get(name)
+                piece = field(extra, name)
                 if isinstance(piece, str) and piece:
                     self._extra.setdefault(name, []).append(piece)
-            for call in delta.tool_calls or ():
+            calls = field(delta, "tool_calls") or []
+            if not isinstance(calls, list):
+                raise malformed(
+                    f"stream chunk {self._chunks} holds tool_calls {calls!r}", status=self._status
+                )
+            for call in calls:
                 self._add_call(call)
         if text:
             self._text.append(text)
         return text
 
     def _add_call(self, call: Any) -> None:
-        slot = self._calls.setdefault(call.index, {"id": "", "name": "", "arguments": []})
-        if call.id and not slot["id"]:
-            slot["id"] = call.id
-        function = call.function
+        index = field(call, "index")
+        if not is_object(call) or isinstance(index, bool) or not isinstance(index, int):
+            raise malformed(
+                f"stream chunk {self._chunks} holds the tool-call delta {call!r}",
+                status=self._status,
+            )
+        slot = self._calls.setdefault(index, {"id": "", "name": "", "arguments": []})
+        call_id = field(call, "id")
+        if isinstance(call_id, str) and call_id and not slot["id"]:
+            slot["id"] = call_id
+        function = field(call, "function")
         if function is None:
             return
+        name, arguments = field(function, "name"), field(function, "arguments")
         # Some servers repeat the whole name in every delta, others send it once.
-        if function.name and function.name != slot["name"]:
-            slot["name"] += function.name
-        if function.arguments:
-            slot["arguments"].append(function.arguments)
+        if isinstance(name, str) and name and name != slot["name"]:
+            slot["name"] += name
+        if isinstance(arguments, str) and arguments:
+            slot["arguments"].append(arguments)
 
     def response(self) -> ModelResponse:
-        """The assembled answer (call once the stream has ended)."""
+        """The assembled answer (call once the stream has ended).
+
+        Raises:
+            ProviderError: ``MALFORMED_RESPONSE`` when the stream ended before a
+                finish reason: its text may be cut short and its tool arguments cut
+                off, so none of it is used.
+        """
         text = "".join(self._text)
+        if self._stop_reason is None:
+            raise incomplete(
+                f"the stream ended without a finish_reason after {self._chunks} chunk(s), "
+                f"{len(text)} characters of text and {len(self._calls)} tool call(s)",
+                status=self._status,
+            )
         message: dict[str, Any] = {"role": "assistant", "content": text or None}
         for name, pieces in self._extra.items():
             message[name] = "".join(pieces)
@@ -533,3 +628,8 @@ class _StreamAssembler:
             usage=self._usage,
             stop_reason=self._stop_reason,
         )
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:80] + "..."
