@@ -1154,6 +1154,163 @@ FIXTURES: tuple[Fixture, ...] = (
         lower_bound=True,
         context_window=45217,
     ),
+    # ------------------------------------------------- issue 12: current self-hosted wordings
+    Fixture(
+        name="vllm-0.33-prompt-alone-exact",
+        source="vllm 0.33.0 (PyPI sdist) vllm/renderers/params.py:538-553 "
+        "TokenizeParams._token_len_check; str(VLLMValidationError) appends '(parameter=..., "
+        "value=...)' (vllm/exceptions.py:49-56); served as a 400 BadRequestError by "
+        "vllm/entrypoints/serve/exception_handling/error_response.py create_error_response",
+        status=400,
+        body=_vllm(
+            "This model's maximum context length is 8192 tokens. However, your prompt contains "
+            "9000 input tokens, which exceeds this limit even without any output tokens. Please "
+            "reduce the length of the input prompt. (parameter=input_tokens, value=9000)",
+            param="input_tokens",
+        ),
+        kind=K.CONTEXT_OVERFLOW,
+        provider="vllm",
+        prompt_tokens=9000,
+        context_window=8192,
+    ),
+    Fixture(
+        name="vllm-0.33-prompt-alone-at-least",
+        source="vllm 0.33.0 vllm/renderers/params.py:538-553: the prompt is tokenized with "
+        "truncation at max_input_tokens + 1 (params.py:372-375; max_input_tokens is the window, "
+        "params.py:225-236), so window + 1 is stated as 'at least'",
+        status=400,
+        body=_vllm(
+            "This model's maximum context length is 8192 tokens. However, your prompt contains "
+            "at least 8193 input tokens, which exceeds this limit even without any output "
+            "tokens. Please reduce the length of the input prompt. (parameter=input_tokens, "
+            "value=8193)",
+            param="input_tokens",
+        ),
+        kind=K.CONTEXT_OVERFLOW,
+        provider="vllm",
+        prompt_tokens=8193,
+        lower_bound=True,
+        context_window=8192,
+    ),
+    Fixture(
+        name="vllm-0.33-prompt-characters",
+        source="vllm 0.33.0 vllm/renderers/params.py:394-413 TokenizeParams._text_len_check "
+        "(characters over max_chars_per_token * window: more than the window in tokens)",
+        status=400,
+        body=_vllm(
+            "This model's maximum context length is 8192 tokens. However, your prompt contains "
+            "100000 characters (more than 81920 characters, which is the upper bound for 8192 "
+            "input tokens). Please reduce the length of the input prompt. (parameter=input_text, "
+            "value=100000)",
+            param="input_text",
+        ),
+        kind=K.CONTEXT_OVERFLOW,
+        provider="vllm",
+        prompt_tokens=8193,
+        lower_bound=True,
+        context_window=8192,
+    ),
+    Fixture(
+        name="llamacpp-500-context-size-exceeded",
+        source="llama.cpp tools/server/server-context.cpp update_slots: llama_decode returned 1 "
+        'with n_batch == 1 -> err = "Context size has been exceeded." sent by send_error\'s '
+        "default ERROR_TYPE_SERVER, which format_error_response (tools/server/server-common.cpp) "
+        "answers as 500 server_error; read at ngxson/llama.cpp@3f545be (2026-08-22) "
+        "server-context.cpp:3568 and server-common.cpp:35-38, and tools/server/server.cpp:4175 "
+        "@66d8ecc (2025-11)",
+        status=500,
+        body={
+            "error": {
+                "code": 500,
+                "message": "Context size has been exceeded.",
+                "type": "server_error",
+            }
+        },
+        kind=K.CONTEXT_OVERFLOW,
+        provider="llamacpp",
+    ),
+    Fixture(
+        name="llamacpp-2024-request-exceeds-context-size",
+        source="llama.cpp examples/server/server.cpp @fbc98b7 (2024-10-15) line 2088: "
+        "ERROR_TYPE_INVALID_REQUEST (400 invalid_request_error), no numbers beside it",
+        status=400,
+        body={
+            "error": {
+                "code": 400,
+                "message": "the request exceeds the available context size. try increasing the "
+                "context size or enable context shift",
+                "type": "invalid_request_error",
+            }
+        },
+        kind=K.CONTEXT_OVERFLOW,
+        provider="llamacpp",
+    ),
+    Fixture(
+        name="lmstudio-n-keep-ge-n-ctx",
+        source="LM Studio (llama.cpp engine; closed source) 400 {'error': str}, verbatim in a "
+        "public client test serving it (find_string 'is greater than the context length "
+        "(n_keep'); n_keep is the part of the prompt it must keep, a lower bound of the prompt",
+        status=400,
+        body={
+            "error": "The number of tokens to keep from the initial prompt is greater than the "
+            "context length (n_keep: 4166>= n_ctx: 4096). Try to load the model with a larger "
+            "context length, or provide a shorter input."
+        },
+        kind=K.CONTEXT_OVERFLOW,
+        provider="lmstudio",
+        prompt_tokens=4166,
+        lower_bound=True,
+        context_window=4096,
+    ),
+    Fixture(
+        name="lmstudio-n-keep-spaced",
+        source="the same LM Studio wording with a space before '>=', as quoted in other public "
+        "reports (find_string '>= n_ctx: ')",
+        body="The number of tokens to keep from the initial prompt is greater than the context "
+        "length (n_keep: 8485 >= n_ctx: 8192).",
+        kind=K.CONTEXT_OVERFLOW,
+        provider="lmstudio",
+        prompt_tokens=8485,
+        lower_bound=True,
+        context_window=8192,
+    ),
+    Fixture(
+        name="llama-cpp-python-server-no-max-tokens",
+        source="llama-cpp-python llama_cpp/server/errors.py:49-82 (@3691546, v0.3.x) "
+        "ErrorResponseFormatters.context_length_exceeded formats request.max_tokens, which "
+        "defaults to None for chat (llama_cpp/server/types.py:213-216); 400, JSONResponse "
+        "{'error': ErrorResponse}",
+        status=400,
+        body=_openai(
+            "This model's maximum context length is 2048 tokens. However, you requested 2500 "
+            "tokens (2500 in the messages, None in the completion). Please reduce the length of "
+            "the messages or completion.",
+            type_="invalid_request_error",
+            param="messages",
+            code="context_length_exceeded",
+        ),
+        kind=K.CONTEXT_OVERFLOW,
+        provider="llama-cpp-python",
+        prompt_tokens=2500,
+        context_window=2048,
+    ),
+    Fixture(
+        name="llama-cpp-python-server-completions-no-max-tokens",
+        source="llama-cpp-python llama_cpp/server/errors.py:65-72 (text completion wording)",
+        status=400,
+        body=_openai(
+            "This model's maximum context length is 2048 tokens, however you requested 3000 "
+            "tokens (3000 in your prompt; None for the completion). Please reduce your prompt; "
+            "or completion length.",
+            type_="invalid_request_error",
+            param="messages",
+            code="context_length_exceeded",
+        ),
+        kind=K.CONTEXT_OVERFLOW,
+        provider="llama-cpp-python",
+        prompt_tokens=3000,
+        context_window=2048,
+    ),
     # ---------------------------------------------------------------- gateways
     Fixture(
         name="nginx-502",

@@ -53,6 +53,28 @@ _OVERFLOW_RULES: tuple[_Rule, ...] = (
     _Rule(wire.template_pattern(wire.LLAMACPP_EXCEED_CONTEXT), "llamacpp"),
     _Rule(wire.template_pattern(wire.OPENAI_MESSAGES_ONLY)),
     _Rule(wire.template_pattern(wire.OPENAI_MESSAGES_AND_COMPLETION)),
+    # vLLM 0.33 renderers/params.py _token_len_check: the prompt alone against the window
+    # (max_input_tokens is the window itself); tokenized with truncation at window + 1, so
+    # that count is stated as "at least". str(VLLMValidationError) appends
+    # "(parameter=input_tokens, value=N)".
+    _Rule(
+        _rx(
+            _CTX + r"\. However, your prompt contains (?P<at_least>at least )?"
+            r"(?P<prompt_tokens>\d+) input tokens, which exceeds this limit even without any "
+            r"output tokens"
+        ),
+        "vllm",
+    ),
+    # vLLM 0.33 renderers/params.py _text_len_check: more characters than the window's
+    # tokens can hold, so more than the window in tokens (a lower bound, window + 1).
+    _Rule(
+        _rx(
+            _CTX + r"\. However, your prompt contains \d+ characters \(more than \d+ "
+            r"characters, which is the upper bound for (?P<max_input_tokens>\d+) input tokens\)"
+        ),
+        "vllm",
+        truncated_at_max_input=True,
+    ),
     # vLLM renderers/params.py (v0.18+): a prompt rejected by characters before tokenizing.
     _Rule(
         _rx(
@@ -83,6 +105,17 @@ _OVERFLOW_RULES: tuple[_Rule, ...] = (
         "vllm",
     ),
     _Rule(_rx(_CTX + r"\. However, your request has (?P<prompt_tokens>\d+) input tokens")),
+    # llama-cpp-python llama_cpp/server/errors.py formats the request's max_tokens, None
+    # when the request set none (the chat default): "(P in the messages, None in the
+    # completion)", or "(P in your prompt; None for the completion)" for completions.
+    _Rule(
+        _rx(
+            _CTX + r"[.,] however,? you requested (?P<total_tokens>\d+) tokens "
+            r"\((?P<prompt_tokens>\d+) in (?:the messages|your prompt)[,;] None (?:in|for) the "
+            r"completion\)"
+        ),
+        "llama-cpp-python",
+    ),
     # OpenAI legacy / vLLM <= 0.10 / DeepSeek: "(P in the messages, M in the completion)";
     # older OpenAI completions: "(P in your prompt; M for the completion)".
     _Rule(
@@ -191,6 +224,18 @@ _OVERFLOW_RULES: tuple[_Rule, ...] = (
         "lmstudio",
         lower_bound=True,
     ),
+    # LM Studio's llama.cpp engine: "The number of tokens to keep from the initial prompt is
+    # greater than the context length (n_keep: N>= n_ctx: M)". The kept tokens are part of
+    # the prompt, so N is a lower bound of it.
+    _Rule(
+        _rx(r"n_keep: (?P<prompt_tokens>\d+)\s*>=\s*n_ctx: (?P<context_window>\d+)"),
+        "lmstudio",
+        lower_bound=True,
+    ),
+    # llama.cpp tools/server/server-context.cpp update_slots: the KV cache cannot take even
+    # one more token (llama_decode returned 1 at n_batch 1); sent as a 500 server_error,
+    # sometimes prefixed "decode() failed: ". No numbers.
+    _Rule(_rx(r"Context size has been exceeded"), "llamacpp"),
     # vLLM engine-level checks (vllm/v1/engine/processor.py, older llm_engine.py).
     _Rule(
         _rx(
