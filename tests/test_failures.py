@@ -485,3 +485,166 @@ def test_chat_stream_error_chunk_raised_by_the_sdk() -> None:
         8192,
         "llamacpp",
     )
+
+
+# --- issue 12: the status gates the overflow patterns ------------------------------
+
+_OPENAI_OVERFLOW_TEXT = (
+    "This model's maximum context length is 8192 tokens. However, your messages resulted in "
+    "9000 tokens. Please reduce the length of the messages."
+)
+
+
+@pytest.mark.parametrize(
+    ("status", "kind"),
+    [
+        (401, FailureKind.AUTH),
+        (402, FailureKind.PERMISSION),
+        (403, FailureKind.PERMISSION),
+        (404, FailureKind.NOT_FOUND),
+        (409, FailureKind.SERVER),
+        (503, FailureKind.OVERLOADED),
+        (504, FailureKind.TIMEOUT),
+    ],
+)
+def test_a_status_that_cannot_carry_an_overflow_wins_over_an_overflow_text(
+    status: int, kind: FailureKind
+) -> None:
+    # A gateway's auth page (or a misrouted request) quoting an overflow must not be taken
+    # for one: the loop would prune and resend instead of stopping on the real cause.
+    bodies: list[Any] = [
+        {"error": {"message": _OPENAI_OVERFLOW_TEXT, "type": "invalid_request_error"}},
+        {"type": "error", "error": {"type": "error", "message": "prompt is too long"}},
+        {"error": {"message": "prompt is too long: 9000 tokens > 8192 maximum"}},
+        {"error": {"message": "x", "code": "context_length_exceeded"}},
+        {"error": {"code": status, "message": "x", "n_prompt_tokens": 9000, "n_ctx": 8192}},
+        {
+            "error": {
+                "message": "max_tokens is too large: 9000. This model supports at most 4096 "
+                "completion tokens, whereas you provided 9000."
+            }
+        },
+    ]
+    for body in bodies:
+        failure = classify_failure(status=status, body=body)
+        assert failure.kind is kind, (status, body)
+        assert failure.prompt_tokens is None and failure.context_window is None
+        assert failure.max_output_tokens is None
+
+
+@pytest.mark.parametrize("status", [None, 400, 413, 422, 500])
+def test_statuses_that_carry_overflows_still_match(status: int | None) -> None:
+    failure = classify_failure(status=status, body={"error": {"message": _OPENAI_OVERFLOW_TEXT}})
+    assert failure.kind is FailureKind.CONTEXT_OVERFLOW
+    assert (failure.prompt_tokens, failure.context_window) == (9000, 8192)
+
+
+def test_a_raw_overflow_body_without_status_keeps_todays_reading() -> None:
+    for text in ("prompt is too long", _OPENAI_OVERFLOW_TEXT, "Context size has been exceeded."):
+        assert classify_failure(body=text).kind is FailureKind.CONTEXT_OVERFLOW
+
+
+def _loop_over(sdk: str, status: int, body: dict[str, Any], *, async_: bool) -> Any:
+    """Run a ToolLoop whose real provider's SDK is answered ``status``/``body`` by a mock."""
+    import asyncio
+
+    import anthropic
+    import openai
+
+    import windowguard as wg
+    from windowguard.providers.anthropic import AnthropicProvider, AsyncAnthropicProvider
+    from windowguard.providers.openai import AsyncOpenAIChatProvider, OpenAIChatProvider
+
+    calls: list[str] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        calls.append(request.url.path)
+        return httpx2.Response(status, json=body)
+
+    info = wg.ModelInfo(8192, tokenizer="o200k")
+    manager = wg.ContextWindowManager(model_info=info)
+    task = [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": "Fix the bug."},
+    ]
+    options: dict[str, Any] = {"model_info": info, "discover": False}
+    if async_:
+        http_async = httpx2.AsyncClient(transport=httpx2.MockTransport(handler))
+        provider: Any
+        if sdk == "anthropic":
+            provider = AsyncAnthropicProvider(
+                "claude-x",
+                client=anthropic.AsyncAnthropic(
+                    api_key="k", base_url="http://127.0.0.1:9", http_client=http_async
+                ),
+                **options,
+            )
+        else:
+            provider = AsyncOpenAIChatProvider(
+                "gpt-x",
+                client=openai.AsyncOpenAI(
+                    api_key="k", base_url="http://127.0.0.1:9/v1", http_client=http_async
+                ),
+                **options,
+            )
+
+        async def sleep(seconds: float) -> None:
+            pass
+
+        result = asyncio.run(wg.AsyncToolLoop(provider, manager=manager, sleep=sleep).run(task))
+    else:
+        http = httpx2.Client(transport=httpx2.MockTransport(handler))
+        if sdk == "anthropic":
+            provider = AnthropicProvider(
+                "claude-x",
+                client=anthropic.Anthropic(
+                    api_key="k", base_url="http://127.0.0.1:9", http_client=http
+                ),
+                **options,
+            )
+        else:
+            provider = OpenAIChatProvider(
+                "gpt-x",
+                client=openai.OpenAI(
+                    api_key="k", base_url="http://127.0.0.1:9/v1", http_client=http
+                ),
+                **options,
+            )
+        result = wg.ToolLoop(provider, manager=manager, sleep=lambda s: None).run(task)
+    return result, calls
+
+
+@pytest.mark.parametrize("async_", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize(
+    ("sdk", "status", "body", "kind"),
+    [
+        (
+            "openai",
+            401,
+            {"error": {"message": _OPENAI_OVERFLOW_TEXT, "type": "invalid_request_error"}},
+            FailureKind.AUTH,
+        ),
+        (
+            "anthropic",
+            403,
+            {
+                "type": "error",
+                "error": {
+                    "type": "permission_error",
+                    "message": "prompt is too long: 9000 tokens > 8192 maximum",
+                },
+            },
+            FailureKind.PERMISSION,
+        ),
+    ],
+    ids=["openai-401", "anthropic-403"],
+)
+def test_through_the_loop_an_auth_error_quoting_an_overflow_is_a_provider_error(
+    sdk: str, status: int, body: dict[str, Any], kind: FailureKind, async_: bool
+) -> None:
+    import windowguard as wg
+
+    result, calls = _loop_over(sdk, status, body, async_=async_)
+    assert result.termination is wg.TerminationReason.PROVIDER_ERROR
+    assert result.failure is not None and result.failure.kind is kind
+    assert len(calls) == 1  # stopped at once: no refit, no second send

@@ -18,6 +18,8 @@ Invariants:
     * Traps kept apart: output-cap refusals are ``OUTPUT_LIMIT``; Bedrock's
       ``ThrottlingException: Too many tokens`` is ``RATE_LIMIT``; per-field length limits
       (``string_above_max_length``) are ``INVALID_REQUEST``.
+    * The status gates the patterns: only 400, 413, 422, 500 or no status at all
+      (:data:`LENGTH_STATUSES`) may be read as an overflow or an output-cap refusal.
 
 Layout (one concept per module; this package is the only public path):
     * ``_values``: :class:`FailureKind`, :class:`Failure`, :class:`TerminationReason`.
@@ -30,10 +32,17 @@ Layout (one concept per module; this package is the only public path):
 
 from __future__ import annotations
 
-from ._classify import classify_failure
+from ._classify import LENGTH_STATUSES, classify_failure
 from ._values import TRANSIENT_KINDS, Failure, FailureKind, TerminationReason
 
-__all__ = ["TRANSIENT_KINDS", "Failure", "FailureKind", "TerminationReason", "classify_failure"]
+__all__ = [
+    "LENGTH_STATUSES",
+    "TRANSIENT_KINDS",
+    "Failure",
+    "FailureKind",
+    "TerminationReason",
+    "classify_failure",
+]
 
 # The public names keep the module users import them from, as before the split
 # (httpx's __init__ does the same): help(), reprs of the classes and pickles name

@@ -7,6 +7,10 @@ rules, body codes, overflow words without numbers, content filters, the HTTP sta
 missing credentials, and ``UNKNOWN`` last.
 
 Invariants:
+    * The status gates the patterns: only an answer whose status can carry a length
+      refusal (:data:`LENGTH_STATUSES`, or no status at all: a raw body, a streamed
+      error) is read as a context overflow or an output-cap refusal, however its text is
+      worded. A 401 quoting "maximum context length" is an auth failure.
     * A context overflow or an output-cap refusal is never retryable, whatever
       ``x-should-retry`` says; only a smaller request can pass.
     * A prompt count the server truncated or stated as "at least P" is flagged
@@ -42,7 +46,16 @@ from ._sources import (
 )
 from ._values import TRANSIENT_KINDS, Failure, FailureKind
 
-__all__ = ["classify_failure"]
+__all__ = ["LENGTH_STATUSES", "classify_failure"]
+
+#: The statuses real servers refuse a too-long request with: 400 (OpenAI, Azure,
+#: Anthropic, Bedrock, Gemini, vLLM, SGLang, llama.cpp, Ollama, Mistral, LM Studio ...),
+#: 413 (a gateway sizing the request), 422 (TGI's validation errors) and 500 (llama.cpp's
+#: "Context size has been exceeded.", LM Studio behind some proxies). Any other status
+#: decides the kind by itself, whatever its message quotes.
+LENGTH_STATUSES = frozenset({400, 413, 422, 500})
+
+_LENGTH_KINDS = (FailureKind.CONTEXT_OVERFLOW, FailureKind.OUTPUT_LIMIT)
 
 
 def _status_kind(status: int) -> FailureKind:
@@ -132,6 +145,8 @@ def classify_failure(
         return Failure(
             kind=signal.transport, retryable=True, message=message, provider=_header_provider(hdrs)
         )
+    # Only a status that can carry a length refusal (or none) lets its text be read as one.
+    length_status = http_status is None or http_status in LENGTH_STATUSES
 
     amzn = hdrs.get("x-amzn-errortype", "").split(":")[0].lower()
     code_list = [*f.codes, amzn] if amzn else list(f.codes)
@@ -151,7 +166,7 @@ def classify_failure(
         kind = FailureKind.RATE_LIMIT
     elif "string_above_max_length" in codes:
         kind = FailureKind.INVALID_REQUEST
-    else:
+    elif length_status:
         found = _match_numbers(_OVERFLOW_RULES, message)
         if found is not None:
             rule, numbers = found
@@ -170,10 +185,19 @@ def classify_failure(
                 kind, rule_provider = FailureKind.OUTPUT_LIMIT, rule.provider
                 if "exclusive_cap" in numbers:
                     numbers["max_output_tokens"] = numbers["exclusive_cap"] - 1
-    if kind is None and (f.n_prompt_tokens is not None or "exceed_context_size_error" in codes):
+    if (
+        kind is None
+        and length_status
+        and (f.n_prompt_tokens is not None or "exceed_context_size_error" in codes)
+    ):
         kind, rule_provider = FailureKind.CONTEXT_OVERFLOW, "llamacpp"
+    # Body codes; a length kind only where the status can carry one.
+    coded = [
+        _CODE_KINDS[c]
+        for c in code_list
+        if c in _CODE_KINDS and (length_status or _CODE_KINDS[c] not in _LENGTH_KINDS)
+    ]
     if kind is None:
-        coded = [_CODE_KINDS[c] for c in code_list if c in _CODE_KINDS]
         specific = [k for k in coded if k is not FailureKind.INVALID_REQUEST]
         if specific:
             kind = specific[0]
@@ -182,8 +206,7 @@ def classify_failure(
             kind = _status_kind(http_status)  # 503/529 overload, 504 timeout: the status says more
         elif kind in server_side and http_status is not None and 400 <= http_status < 500:
             kind = None  # a client error whose body names a server cause: trust the status
-    generic_status = http_status is None or http_status in (400, 413, 422)
-    if kind is None and generic_status and _OVERFLOW_WORDS.search(message):
+    if kind is None and length_status and _OVERFLOW_WORDS.search(message):
         kind = FailureKind.CONTEXT_OVERFLOW
     if kind is None and http_status is None and _OUTPUT_WORDS.search(message):
         kind = FailureKind.OUTPUT_LIMIT
@@ -194,7 +217,6 @@ def classify_failure(
     if kind is None and _CREDENTIAL_WORDS.search(message):
         kind = FailureKind.AUTH  # an SDK that could not load credentials; nothing was sent
     if kind is None:
-        coded = [_CODE_KINDS[c] for c in code_list if c in _CODE_KINDS]
         kind = coded[0] if coded else FailureKind.UNKNOWN
 
     if kind is FailureKind.CONTEXT_OVERFLOW:
@@ -209,7 +231,7 @@ def classify_failure(
     ):
         retryable = False  # billing, or a single request larger than the per-minute limit
     should_retry = hdrs.get("x-should-retry", "").strip().lower()
-    if kind not in (FailureKind.CONTEXT_OVERFLOW, FailureKind.OUTPUT_LIMIT):
+    if kind not in _LENGTH_KINDS:
         if should_retry == "true":
             retryable = True
         elif should_retry == "false":
