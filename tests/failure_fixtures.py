@@ -491,7 +491,7 @@ FIXTURES: tuple[Fixture, ...] = (
         body=_anthropic(
             "request_too_large", "Request exceeds the maximum allowed number of bytes."
         ),
-        kind=K.INVALID_REQUEST,
+        kind=K.REQUEST_TOO_LARGE,
         provider="anthropic",
     ),
     Fixture(
@@ -1027,7 +1027,7 @@ FIXTURES: tuple[Fixture, ...] = (
                 "code": "rate_limit_exceeded",
             }
         },
-        kind=K.RATE_LIMIT,
+        kind=K.REQUEST_TOO_LARGE,
         provider="groq",
         retryable=False,
     ),
@@ -1310,6 +1310,106 @@ FIXTURES: tuple[Fixture, ...] = (
         provider="llama-cpp-python",
         prompt_tokens=3000,
         context_window=2048,
+    ),
+    # ------------------------------------------------- issue 12: retry decisions
+    Fixture(
+        name="openai-429-request-too-large-for-tpm",
+        source="OpenAI 429 body as logged by a client (find_string 'Request too large for gpt-4o "
+        "in organization'): one request above the whole per-minute limit never passes by waiting",
+        status=429,
+        body=_openai(
+            "Request too large for gpt-4o in organization org-FPY5TvqSJGKGWU6QsfNtWZB7 on tokens "
+            "per min (TPM): Limit 30000, Requested 34102. The input or output tokens must be "
+            "reduced in order to run successfully. Visit "
+            "https://platform.openai.com/account/rate-limits to learn more.",
+            type_="tokens",
+            param=None,
+            code="rate_limit_exceeded",
+        ),
+        kind=K.REQUEST_TOO_LARGE,
+        retryable=False,
+    ),
+    Fixture(
+        name="gemini-429-per-minute-quota-retry-info",
+        source="Gemini API 429 body quoted whole in https://github.com/RooCodeInc/Roo-Code/issues/"
+        "3883 (QuotaFailure ...PerMinute-FreeTier, RetryInfo retryDelay '26s')",
+        status=429,
+        body={
+            "error": {
+                "code": 429,
+                "message": "You exceeded your current quota, please check your plan and billing "
+                "details. For more information on this error, head to: "
+                "https://ai.google.dev/gemini-api/docs/rate-limits.",
+                "status": "RESOURCE_EXHAUSTED",
+                "details": [
+                    {
+                        "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+                        "violations": [
+                            {
+                                "quotaMetric": "generativelanguage.googleapis.com/"
+                                "generate_content_free_tier_input_token_count",
+                                "quotaId": "GenerateContentInputTokensPerModelPerMinute-FreeTier",
+                                "quotaDimensions": {
+                                    "location": "global",
+                                    "model": "gemini-2.5-flash",
+                                },
+                                "quotaValue": "250000",
+                            }
+                        ],
+                    },
+                    {
+                        "@type": "type.googleapis.com/google.rpc.Help",
+                        "links": [
+                            {
+                                "description": "Learn more about Gemini API quotas",
+                                "url": "https://ai.google.dev/gemini-api/docs/rate-limits",
+                            }
+                        ],
+                    },
+                    {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "26s"},
+                ],
+            }
+        },
+        kind=K.RATE_LIMIT,
+        provider="gemini",
+        retryable=True,
+        retry_after=26.0,
+    ),
+    Fixture(
+        name="gemini-429-per-day-quota-retry-info",
+        source="Gemini API 429 for a spent daily free-tier quota, as recorded in a public client "
+        "test (find_string 'GenerateRequestsPerDayPerProjectPerModel-FreeTier'): its RetryInfo "
+        "says 36s, but the day's quota does not come back in 36s",
+        status=429,
+        body={
+            "error": {
+                "code": 429,
+                "message": "You exceeded your current quota... Please retry in 36.36s.",
+                "status": "RESOURCE_EXHAUSTED",
+                "details": [
+                    {
+                        "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+                        "violations": [
+                            {
+                                "quotaMetric": "generativelanguage.googleapis.com/"
+                                "generate_content_free_tier_requests",
+                                "quotaId": "GenerateRequestsPerDayPerProjectPerModel-FreeTier",
+                                "quotaDimensions": {
+                                    "location": "global",
+                                    "model": "gemini-3.7-flash",
+                                },
+                                "quotaValue": "20",
+                            }
+                        ],
+                    },
+                    {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "36s"},
+                ],
+            }
+        },
+        kind=K.RATE_LIMIT,
+        provider="gemini",
+        retryable=False,
+        retry_after=36.0,
     ),
     # ---------------------------------------------------------------- gateways
     Fixture(

@@ -39,6 +39,7 @@ FATAL = (
     FailureKind.NOT_FOUND,
     FailureKind.INVALID_REQUEST,
     FailureKind.CONTENT_FILTER,
+    FailureKind.REQUEST_TOO_LARGE,
     FailureKind.UNKNOWN,
 )
 
@@ -228,3 +229,40 @@ def test_a_bad_random_source_is_reported() -> None:
 def test_bad_policy_settings_raise(fields: dict[str, object]) -> None:
     with pytest.raises(ConfigurationError):
         RetryPolicy(**fields)  # type: ignore[arg-type]
+
+
+# --- issue 12: two real bodies that got the wrong decision -------------------------
+
+
+def _fixture(name: str) -> Failure:
+    from .failure_fixtures import FIXTURES
+
+    (fixture,) = [f for f in FIXTURES if f.name == name]
+    return classify_failure(status=fixture.status, body=fixture.body, headers=fixture.headers)
+
+
+def test_a_request_above_the_whole_per_minute_limit_stops_at_once() -> None:
+    # OpenAI 429 "Request too large for gpt-4o ... (TPM): Limit 30000, Requested 34102":
+    # no wait lets it pass, and it is not the context window, so no refit either.
+    failure = _fixture("openai-429-request-too-large-for-tpm")
+    assert failure.kind is FailureKind.REQUEST_TOO_LARGE and not failure.retryable
+    decision = RetryPolicy().decide(failure)
+    assert isinstance(decision, Stop)
+    assert decision.termination is TerminationReason.PROVIDER_ERROR
+    assert "waiting cannot let it pass" in decision.reason and "34102" in decision.reason
+
+
+def test_gemini_per_minute_quota_waits_its_retry_info_delay() -> None:
+    failure = _fixture("gemini-429-per-minute-quota-retry-info")
+    assert failure.kind is FailureKind.RATE_LIMIT and failure.retryable
+    assert failure.retry_after == 26.0
+    decision = RetryPolicy(base_delay=1.0).decide(failure)
+    assert isinstance(decision, Backoff) and decision.delay == 26.0
+
+
+def test_gemini_per_day_quota_stops_although_it_names_a_delay() -> None:
+    failure = _fixture("gemini-429-per-day-quota-retry-info")
+    assert failure.retry_after == 36.0 and not failure.retryable
+    decision = RetryPolicy().decide(failure)
+    assert isinstance(decision, Stop)
+    assert decision.termination is TerminationReason.PROVIDER_ERROR

@@ -23,7 +23,9 @@ Decisions (a closed union on ``kind``):
       After ``max_transient_retries`` such waits the run stops with PROVIDER_ERROR,
       as it does at once when the provider asks for a wait beyond ``max_retry_after``.
     * ``stop``: AUTH, PERMISSION, NOT_FOUND, INVALID_REQUEST, CONTENT_FILTER, UNKNOWN,
-      and any failure not retryable as is (quota exhausted ...): end the run with
+      REQUEST_TOO_LARGE (one request above the per-minute budget or the byte limit:
+      waiting never lets it pass, and it is not the context window, so no refit), and any
+      failure not retryable as is (quota exhausted, a daily quota ...): end the run with
       ``termination`` (PROVIDER_ERROR, or CONTEXT_TRUNCATED after a second overflow).
 
 How the tool loop uses it, per provider send::
@@ -239,6 +241,14 @@ class RetryPolicy:
             return self._output_limit(failure, history)
         if kind in TRANSIENT_KINDS:
             return self._transient(failure, history, random)
+        if kind is FailureKind.REQUEST_TOO_LARGE:
+            return Stop(
+                termination=TerminationReason.PROVIDER_ERROR,
+                reason=f"the request is larger than a limit that is not the context window "
+                f"(status {failure.status}), such as the per-minute token budget or the body "
+                "size; waiting cannot let it pass: send less (a smaller window for this model) "
+                f"or raise the limit: {failure.message or 'no message'}",
+            )
         return Stop(
             termination=TerminationReason.PROVIDER_ERROR,
             reason=f"{kind.value} failure (status {failure.status}) cannot pass by retrying: "

@@ -17,7 +17,8 @@ Invariants:
       A prompt count stated as "at least P" is flagged ``prompt_tokens_is_lower_bound``.
     * Traps kept apart: output-cap refusals are ``OUTPUT_LIMIT``; Bedrock's
       ``ThrottlingException: Too many tokens`` is ``RATE_LIMIT``; per-field length limits
-      (``string_above_max_length``) are ``INVALID_REQUEST``.
+      (``string_above_max_length``) are ``INVALID_REQUEST``; one request above the whole
+      per-minute budget ("Request too large for ... (TPM)") is ``REQUEST_TOO_LARGE``.
     * The status gates the patterns: only 400, 413, 422, 500 or no status at all
       (:data:`LENGTH_STATUSES`) may be read as an overflow or an output-cap refusal.
 

@@ -1,18 +1,19 @@
 """Classification: the decision that turns a read provider answer into a Failure.
 
 :func:`classify_failure` reads its input through :mod:`._sources`, then decides the
-kind in a fixed order: throttling first (Bedrock's "Too many tokens" is a rate limit,
-not an overflow), per-field length limits, overflow rules with numbers, output-cap
-rules, body codes, overflow words without numbers, content filters, the HTTP status,
-missing credentials, and ``UNKNOWN`` last.
+kind in a fixed order: a request above a non-window limit first ("Request too large for
+... (TPM)", ``request_too_large``), throttling (Bedrock's "Too many tokens" is a rate
+limit, not an overflow), per-field length limits, overflow rules with numbers,
+output-cap rules, body codes, overflow words without numbers, content filters, the HTTP
+status, missing credentials, and ``UNKNOWN`` last.
 
 Invariants:
     * The status gates the patterns: only an answer whose status can carry a length
       refusal (:data:`LENGTH_STATUSES`, or no status at all: a raw body, a streamed
       error) is read as a context overflow or an output-cap refusal, however its text is
       worded. A 401 quoting "maximum context length" is an auth failure.
-    * A context overflow or an output-cap refusal is never retryable, whatever
-      ``x-should-retry`` says; only a smaller request can pass.
+    * A context overflow, an output-cap refusal or a request too large is never
+      retryable, whatever ``x-should-retry`` says; only a smaller request can pass.
     * A prompt count the server truncated or stated as "at least P" is flagged
       ``prompt_tokens_is_lower_bound``.
     * Never raises on a provider's answer.
@@ -34,6 +35,7 @@ from ._patterns import (
     _OVERFLOW_WORDS,
     _QUOTA_WORDS,
     _THROTTLE_WORDS,
+    _TOO_LARGE_WORDS,
     _match_numbers,
 )
 from ._sources import (
@@ -57,6 +59,10 @@ LENGTH_STATUSES = frozenset({400, 413, 422, 500})
 
 _LENGTH_KINDS = (FailureKind.CONTEXT_OVERFLOW, FailureKind.OUTPUT_LIMIT)
 
+# Gemini quota ids and metrics of a daily quota ("GenerateRequestsPerDayPerProjectPer...",
+# ".../generate_content_requests_per_day...").
+_PER_DAY = re.compile(r"per_?day", re.IGNORECASE)
+
 
 def _status_kind(status: int) -> FailureKind:
     if status == 401:
@@ -67,6 +73,8 @@ def _status_kind(status: int) -> FailureKind:
         return FailureKind.NOT_FOUND
     if status == 408:
         return FailureKind.TIMEOUT
+    if status == 413:
+        return FailureKind.REQUEST_TOO_LARGE
     if status == 429:
         return FailureKind.RATE_LIMIT
     if status in (409, 425):
@@ -82,6 +90,22 @@ def _status_kind(status: int) -> FailureKind:
     if 400 <= status < 500:
         return FailureKind.INVALID_REQUEST
     return FailureKind.UNKNOWN
+
+
+def _rate_limit_passes(f: _Fields, message: str, codes: set[str]) -> bool:
+    """Whether a rate limit passes by waiting (the same request, sent again later).
+
+    Gemini words every 429 alike ("You exceeded your current quota, please check your
+    plan and billing details"), per-minute or per-day; its google.rpc details tell them
+    apart. A QuotaFailure on a per-day quota, or on a quota of 0 (none in this tier),
+    does not pass in the RetryInfo's seconds; any other 429 that says when to retry
+    (RetryInfo) does. Without such details, billing and spend-limit wordings do not pass.
+    """
+    if any(_PER_DAY.search(quota) for quota in f.quotas) or "0" in f.quota_values:
+        return False
+    if f.retry_delay is not None:
+        return True
+    return not (_QUOTA_WORDS.search(message) or codes & _NOT_RETRYABLE_CODES)
 
 
 def _guess_provider(
@@ -139,7 +163,7 @@ def classify_failure(
     message = f.message or signal.text
     http_status = signal.status if signal.status is not None else f.status
     hdrs = signal.headers
-    retry_after = _retry_after(hdrs, message)
+    retry_after = _retry_after(hdrs, message, f.retry_delay)
 
     if signal.transport is not None and http_status is None:
         return Failure(
@@ -162,7 +186,9 @@ def classify_failure(
         or "resource_exhausted" in codes
         or bool(_THROTTLE_WORDS.search(message))
     )
-    if throttled:
+    if _TOO_LARGE_WORDS.search(message) or "request_too_large" in codes:
+        kind = FailureKind.REQUEST_TOO_LARGE  # above the per-minute budget or the byte limit
+    elif throttled:
         kind = FailureKind.RATE_LIMIT
     elif "string_above_max_length" in codes:
         kind = FailureKind.INVALID_REQUEST
@@ -226,12 +252,10 @@ def classify_failure(
             numbers["context_window"] = f.n_ctx
 
     retryable = kind in TRANSIENT_KINDS
-    if kind is FailureKind.RATE_LIMIT and (
-        _QUOTA_WORDS.search(message) or codes & _NOT_RETRYABLE_CODES
-    ):
-        retryable = False  # billing, or a single request larger than the per-minute limit
+    if kind is FailureKind.RATE_LIMIT:
+        retryable = _rate_limit_passes(f, message, codes)
     should_retry = hdrs.get("x-should-retry", "").strip().lower()
-    if kind not in _LENGTH_KINDS:
+    if kind not in (*_LENGTH_KINDS, FailureKind.REQUEST_TOO_LARGE):
         if should_retry == "true":
             retryable = True
         elif should_retry == "false":

@@ -342,9 +342,12 @@ _OUTPUT_WORDS = _rx(r"length limit was reached")
 _THROTTLE_WORDS = _rx(r"throttl|too many tokens, please wait")
 _QUOTA_WORDS = _rx(
     r"insufficient_quota|exceeded your current quota|check your plan and billing|"
-    r"spend limit|credit balance is too low|insufficient credits|"
-    r"Request too large for model"
+    r"spend limit|credit balance is too low|insufficient credits"
 )
+# One request above the whole per-minute budget: OpenAI "Request too large for gpt-4o in
+# organization ... on tokens per min (TPM): Limit 30000, Requested 34102", Groq "Request too
+# large for model `...` ... on tokens per minute (TPM)". Waiting never lets it pass.
+_TOO_LARGE_WORDS = _rx(r"\bRequest too large for\b")
 _FILTER_WORDS = _rx(
     r"content management policy|content[_ ]filter|responsibleaipolicyviolation|"
     r"content_policy_violation|flagged|moderation"
@@ -363,6 +366,7 @@ _CODE_KINDS: dict[str, FailureKind] = {
     "exceed_context_size_error": FailureKind.CONTEXT_OVERFLOW,
     "model_context_window_exceeded": FailureKind.CONTEXT_OVERFLOW,
     "string_above_max_length": FailureKind.INVALID_REQUEST,
+    "request_too_large": FailureKind.REQUEST_TOO_LARGE,
     "rate_limit_exceeded": FailureKind.RATE_LIMIT,
     "rate_limit_error": FailureKind.RATE_LIMIT,
     "insufficient_quota": FailureKind.RATE_LIMIT,

@@ -18,6 +18,7 @@ Invariants:
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
@@ -209,6 +210,51 @@ class _Fields:
     n_prompt_tokens: int | None
     n_ctx: int | None
     shape: str | None  # a provider recognised from the body's shape
+    # Gemini/Vertex google.rpc details: RetryInfo.retryDelay in seconds, and the quotas a
+    # QuotaFailure names (quotaId and quotaMetric, lowercased; quotaValue).
+    retry_delay: float | None = None
+    quotas: tuple[str, ...] = ()
+    quota_values: tuple[str, ...] = ()
+
+
+def _duration_seconds(value: object) -> float | None:
+    """A google.protobuf.Duration in its JSON form ("36s", "1.203608125s") in seconds."""
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    if not text.endswith("s"):
+        return None
+    try:
+        seconds = float(text[:-1])
+    except ValueError:
+        return None
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
+
+
+def _rpc_details(details: list[Any]) -> tuple[float | None, tuple[str, ...], tuple[str, ...]]:
+    """RetryInfo's delay and QuotaFailure's quotas from Gemini's google.rpc ``details``."""
+    delay: float | None = None
+    quotas: list[str] = []
+    values: list[str] = []
+    for detail in details:
+        if not isinstance(detail, Mapping):
+            continue
+        kind = str(detail.get("@type", ""))
+        if kind.endswith("google.rpc.RetryInfo"):
+            delay = _duration_seconds(detail.get("retryDelay"))
+        elif kind.endswith("google.rpc.QuotaFailure"):
+            violations = detail.get("violations")
+            for violation in violations if isinstance(violations, list) else ():
+                if not isinstance(violation, Mapping):
+                    continue
+                for field in ("quotaId", "quotaMetric"):
+                    name = violation.get(field)
+                    if isinstance(name, str):
+                        quotas.append(name.lower())
+                value = violation.get("quotaValue")
+                if isinstance(value, (str, int)) and not isinstance(value, bool):
+                    values.append(str(value))
+    return delay, tuple(quotas), tuple(values)
 
 
 def _int(value: object) -> int | None:
@@ -247,10 +293,14 @@ def _fields(parsed: object, fallback_text: str) -> _Fields:
         message = f"{message} {metadata['raw']}"  # OpenRouter passes the upstream text
     raw_codes: list[object] = [obj.get("code"), obj.get("type"), obj.get("status")]
     details = obj.get("details")
+    retry_delay: float | None = None
+    quotas: tuple[str, ...] = ()
+    quota_values: tuple[str, ...] = ()
     if isinstance(details, Mapping):
         raw_codes.append(details.get("error_code"))
     elif isinstance(details, list):  # Gemini google.rpc.ErrorInfo entries
         raw_codes.extend(d.get("reason") for d in details if isinstance(d, Mapping))
+        retry_delay, quotas, quota_values = _rpc_details(details)
     inner = obj.get("innererror")
     if isinstance(inner, Mapping):
         raw_codes.append(inner.get("code"))
@@ -280,14 +330,20 @@ def _fields(parsed: object, fallback_text: str) -> _Fields:
         n_prompt_tokens=_int(obj.get("n_prompt_tokens")),
         n_ctx=_int(obj.get("n_ctx")),
         shape=shape,
+        retry_delay=retry_delay,
+        quotas=quotas,
+        quota_values=quota_values,
     )
 
 
 # --- headers ----------------------------------------------------------------------
 
 
-def _retry_after(headers: Mapping[str, str], message: str) -> float | None:
-    """Seconds to wait: retry-after-ms, then retry-after (seconds or HTTP date), then text."""
+def _retry_after(
+    headers: Mapping[str, str], message: str, body_delay: float | None = None
+) -> float | None:
+    """Seconds to wait: retry-after-ms, then retry-after (seconds or HTTP date), then the
+    body's own delay (Gemini's ``RetryInfo.retryDelay``), then the message text."""
     ms = headers.get("retry-after-ms")
     if ms is not None:
         try:
@@ -310,6 +366,8 @@ def _retry_after(headers: Mapping[str, str], message: str) -> float | None:
                 return max((until - now).total_seconds(), 0.0)
             except (KeyError, TypeError, ValueError, IndexError):
                 pass
+    if body_delay is not None:
+        return body_delay
     match = _RETRY_IN_TEXT.search(message)
     if match:
         amount = float(match.group(1))

@@ -26,6 +26,12 @@ class FailureKind(enum.Enum):
     PERMISSION = "permission"
     NOT_FOUND = "not_found"
     INVALID_REQUEST = "invalid_request"
+    REQUEST_TOO_LARGE = "request_too_large"
+    """The request is larger than a limit that is not the context window: one request
+    above the whole per-minute token budget (OpenAI's and Groq's "Request too large for
+    ... on tokens per min (TPM)"), or a body above the server's byte limit (HTTP 413,
+    Anthropic's ``request_too_large``). Never retryable as is: waiting does not make the
+    request fit; only a smaller request (or a higher limit) can pass."""
     CONTENT_FILTER = "content_filter"
     SERVER = "server"
     OVERLOADED = "overloaded"
