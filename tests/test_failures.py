@@ -650,3 +650,90 @@ def test_through_the_loop_an_auth_error_quoting_an_overflow_is_a_provider_error(
     assert result.termination is wg.TerminationReason.PROVIDER_ERROR
     assert result.failure is not None and result.failure.kind is kind
     assert len(calls) == 1  # stopped at once: no refit, no second send
+
+
+# --- issue 12: credentials a server echoes never reach a Failure --------------------
+
+_KEYS = (
+    "sk-proj-AbCdEf0123456789GhIjKlMnOpQrStUvWxYz",
+    "sk-ant-api03-AbCdEf0123456789-GhIjKl_MnOpQrSt",
+    "AIzaSyA1234567890abcdefghijklmnopqrstu",
+    "gsk_AbCdEf0123456789GhIjKlMn",
+    "5up3r-s3cr3t-h3ad3r-valu3",
+)
+
+
+def _echoing_body() -> dict[str, Any]:
+    """A gateway's 401 that quotes the request's headers and URL back."""
+    return {
+        "error": {
+            "message": f"upstream refused the key {_KEYS[0]} (headers: {{'Authorization': "
+            f"'Bearer {_KEYS[1]}', 'x-api-key': '{_KEYS[4]}'}}, url: "
+            f"https://generativelanguage.googleapis.com/v1beta/models/m:generateContent?key="
+            f"{_KEYS[2]}, groq key {_KEYS[3]})",
+            "type": "authentication_error",
+        }
+    }
+
+
+def test_credentials_in_bodies_and_headers_never_reach_the_failure() -> None:
+    headers = {"authorization": f"Bearer {_KEYS[0]}", "x-api-key": _KEYS[4]}
+    failure = classify_failure(status=401, body=_echoing_body(), headers=headers)
+    assert failure.kind is FailureKind.AUTH
+    for key in _KEYS:
+        assert key not in repr(failure)
+    assert "[REDACTED]" in failure.message and "upstream refused the key" in failure.message
+
+
+def test_credentials_in_an_sdk_exception_never_reach_the_failure_or_provider_error() -> None:
+    import openai
+
+    from windowguard.exceptions import ProviderError
+
+    body = _echoing_body()
+    response = _response(401, body, {"x-api-key": _KEYS[4]})
+    error = openai.AuthenticationError("refused", response=response, body=body["error"])
+    failure = classify_failure(error)
+    raised = ProviderError(failure)
+    by_hand = ProviderError(Failure(kind=FailureKind.AUTH, retryable=False, message=str(body)))
+    for key in _KEYS:
+        assert key not in str(raised) and key not in str(by_hand) and key not in repr(failure)
+
+
+def test_redaction_keeps_the_numbers_an_overflow_is_read_from() -> None:
+    body = {
+        "error": {
+            "message": f"{_OPENAI_OVERFLOW_TEXT} (key sk-proj-{'x' * 40})",
+            "code": "context_length_exceeded",
+        }
+    }
+    failure = classify_failure(status=400, body=body)
+    assert (failure.kind, failure.prompt_tokens, failure.context_window) == (
+        FailureKind.CONTEXT_OVERFLOW,
+        9000,
+        8192,
+    )
+    assert "x" * 40 not in failure.message and "9000 tokens" in failure.message
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "Incorrect API key provided: sk-proj-abcdefgh12345678.",
+            "Incorrect API key provided: [REDACTED].",
+        ),
+        ("Authorization: Bearer abc.def-ghi_jkl", "Authorization: Bearer [REDACTED]"),
+        ('{"x-api-key": "v4lu3-0f-th3-k3y"}', '{"x-api-key": "[REDACTED]"}'),
+        ("GET /v1/models?key=s3cr3tv4lue&alt=sse", "GET /v1/models?key=[REDACTED]&alt=sse"),
+        ("api_key=abcd1234 password=hunter22", "api_key=[REDACTED] password=[REDACTED]"),
+        ("maximum context length is 8192 tokens; max_tokens=4096", None),
+        ("a task-oriented key point: tokens per min (TPM)", None),
+    ],
+)
+def test_redact_secrets_examples(text: str, expected: str | None) -> None:
+    from windowguard.failures import redact_secrets
+
+    out = redact_secrets(text)
+    assert out == (text if expected is None else expected)
+    assert redact_secrets(out) == out  # idempotent

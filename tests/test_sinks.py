@@ -730,3 +730,70 @@ def test_otel_defaults_use_the_global_providers() -> None:
     for event in one_of_each():
         sink(event)
     assert "OpenTelemetrySink" in repr(sink)
+
+
+# --- issue 12: no credential leaves through a sink ---------------------------------
+
+_SECRETS = (
+    "sk-proj-AbCdEf0123456789GhIjKlMnOpQrStUvWxYz",
+    "sk-ant-api03-AbCdEf0123456789-GhIjKl_MnOpQrSt",
+    "5up3r-s3cr3t-h3ad3r-valu3",
+)
+
+
+def _leaky_error() -> ProviderErrorEvent:
+    """A provider_error event built by hand (no classifier in between) that echoes keys."""
+    return ProviderErrorEvent(
+        run_id="r1",
+        step=2,
+        site="loop",
+        failure_kind="auth",
+        retryable=False,
+        status=401,
+        message=f"bad key {_SECRETS[0]}; sent Authorization: Bearer {_SECRETS[1]} and "
+        f"x-api-key: {_SECRETS[2]}",
+        decision="stop",
+    )
+
+
+def test_jsonl_sink_redacts_credentials(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    with JsonlSink(path) as sink:
+        sink(_leaky_error())
+    text = path.read_text()
+    assert not any(secret in text for secret in _SECRETS)
+    line = json.loads(text)
+    assert line["event"] == "provider_error" and line["status"] == 401
+    assert line["message"].count("[REDACTED]") == 3
+
+
+def test_logging_sink_redacts_credentials(caplog: pytest.LogCaptureFixture) -> None:
+    logger = logging.getLogger("test.redact")
+    with caplog.at_level(logging.INFO, logger="test.redact"):
+        LoggingSink(logger)(_leaky_error())
+    [record] = caplog.records
+    assert not any(secret in record.getMessage() for secret in _SECRETS)
+    data = record.windowguard_event  # type: ignore[attr-defined]
+    assert not any(secret in json.dumps(data) for secret in _SECRETS)
+    assert "[REDACTED]" in data["message"]
+
+
+def test_otel_sink_redacts_credentials(otel: Otel) -> None:
+    sink = otel.sink()
+    sink(RunStarted(run_id="r1", model="m", context_window=8192, window_source="explicit"))
+    sink(_leaky_error())
+    sink(
+        RunFinished(
+            run_id="r1",
+            termination="PROVIDER_ERROR",
+            iterations=1,
+            model_calls=1,
+            input_tokens=0,
+            output_tokens=0,
+        )
+    )
+    [span] = otel.finished("invoke_agent")
+    [error] = [e for e in span.events if e.name == "windowguard.provider_error"]
+    message = dict(error.attributes)["windowguard.message"]
+    assert "[REDACTED]" in message
+    assert not any(secret in str(dict(error.attributes)) for secret in _SECRETS)

@@ -148,14 +148,19 @@ class ProviderError(WindowGuardError):
     """A provider call failed; ``failure`` says how (a classified, frozen value).
 
     Raised by windowguard's providers from the SDK's own exception
-    (``raise ProviderError(classify_failure(exc)) from exc``).
+    (``raise ProviderError(classify_failure(exc)) from exc``). The message is the
+    failure's, redacted (:func:`windowguard.failures.redact_secrets`) even when the
+    Failure was built by hand: no credential a server echoed appears in it.
     """
 
     def __init__(self, failure: Any) -> None:
+        from .failures import redact_secrets  # the failures package imports this module
+
         self.failure = failure
+        message = str(getattr(failure, "message", "") or "provider call failed")
         super().__init__(
             f"{getattr(getattr(failure, 'kind', None), 'name', 'UNKNOWN')}: "
-            f"{getattr(failure, 'message', '') or 'provider call failed'}"
+            f"{redact_secrets(message)}"
         )
 
 

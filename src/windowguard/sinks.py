@@ -17,6 +17,10 @@ Invariants:
   timestamp.
 * Importing this module never imports OpenTelemetry; :class:`OpenTelemetrySink`
   imports it when constructed and says which extra to install when it is missing.
+* The shipped sinks write no credential: every string of an event passes through
+  :func:`~windowguard.failures.redact_secrets` before it becomes a log record, a JSON
+  line or an OpenTelemetry attribute (a last line of defence; failure messages are
+  redacted where they are classified).
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from .events import (
     ToolResultEvent,
 )
 from .exceptions import ConfigurationError
+from .failures import redact_secrets
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import Histogram, Meter
@@ -120,6 +125,19 @@ def emit(event: Event, sinks: Iterable[Sink]) -> None:
             )
 
 
+def _redacted(value: Any) -> Any:
+    """``value`` (an event's dict, or any part of one) with every string redacted."""
+    if isinstance(value, str):
+        return redact_secrets(value)
+    if isinstance(value, dict):
+        return {key: _redacted(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_redacted(item) for item in value]
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    return redact_secrets(str(value))  # what json's default=str and str() would write
+
+
 # --- stdlib logging ------------------------------------------------------------------
 
 
@@ -168,7 +186,7 @@ class LoggingSink:
         level = max(self.level, logging.WARNING) if event.kind in self.WARNING_KINDS else self.level
         if not self.logger.isEnabledFor(level):
             return
-        data = event.to_dict()
+        data = _redacted(event.to_dict())
         fields = " ".join(f"{k}={_logfmt(v)}" for k, v in data.items() if k != "event")
         message = f"{event.kind} {fields}" if fields else event.kind
         self.logger.log(level, message, extra={"windowguard_event": data})
@@ -235,7 +253,7 @@ class JsonlSink:
             raise
 
     def __call__(self, event: Event) -> None:
-        line = json.dumps(event.to_dict(), ensure_ascii=False, default=str) + "\n"
+        line = json.dumps(_redacted(event.to_dict()), ensure_ascii=False, default=str) + "\n"
         with self._lock:
             if self._file is None:
                 raise ConfigurationError(f"JsonlSink({self.path!r}) is closed")
@@ -488,7 +506,7 @@ class OpenTelemetrySink:
         names = _GENAI_NAMES.get(event.kind, {})
         dropped = _DROPPED.get(event.kind, frozenset())
         out: dict[str, Any] = {}
-        for key, raw in event.to_dict().items():
+        for key, raw in _redacted(event.to_dict()).items():
             value = _attribute(raw)
             if key == "event" or key in dropped or value is None:
                 continue

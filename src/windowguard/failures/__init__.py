@@ -21,6 +21,7 @@ Invariants:
       per-minute budget ("Request too large for ... (TPM)") is ``REQUEST_TOO_LARGE``.
     * The status gates the patterns: only 400, 413, 422, 500 or no status at all
       (:data:`LENGTH_STATUSES`) may be read as an overflow or an output-cap refusal.
+    * Messages are redacted: no credential a server echoed reaches a Failure.
 
 Layout (one concept per module; this package is the only public path):
     * ``_values``: :class:`FailureKind`, :class:`Failure`, :class:`TerminationReason`.
@@ -29,11 +30,14 @@ Layout (one concept per module; this package is the only public path):
       classifier cannot drift.
     * ``_sources``: reading SDK exceptions, HTTP responses, bodies and headers.
     * ``_classify``: :func:`classify_failure`, the decision itself.
+    * ``_redact``: :func:`redact_secrets`, which takes credential-shaped strings out of
+      a message before it reaches a Failure, an event, a log or an exception.
 """
 
 from __future__ import annotations
 
 from ._classify import LENGTH_STATUSES, classify_failure
+from ._redact import redact_secrets
 from ._values import TRANSIENT_KINDS, Failure, FailureKind, TerminationReason
 
 __all__ = [
@@ -43,6 +47,7 @@ __all__ = [
     "FailureKind",
     "TerminationReason",
     "classify_failure",
+    "redact_secrets",
 ]
 
 # The public names keep the module users import them from, as before the split
@@ -52,3 +57,4 @@ FailureKind.__module__ = __name__
 Failure.__module__ = __name__
 TerminationReason.__module__ = __name__
 classify_failure.__module__ = __name__
+redact_secrets.__module__ = __name__

@@ -16,6 +16,9 @@ Invariants:
       retryable, whatever ``x-should-retry`` says; only a smaller request can pass.
     * A prompt count the server truncated or stated as "at least P" is flagged
       ``prompt_tokens_is_lower_bound``.
+    * The message is redacted (:func:`redact_secrets`) after it has been read: no
+      credential a server echoed reaches a Failure, and from it events, logs and
+      exception messages.
     * Never raises on a provider's answer.
 """
 
@@ -38,6 +41,7 @@ from ._patterns import (
     _TOO_LARGE_WORDS,
     _match_numbers,
 )
+from ._redact import redact_secrets
 from ._sources import (
     _Fields,
     _fields,
@@ -167,7 +171,10 @@ def classify_failure(
 
     if signal.transport is not None and http_status is None:
         return Failure(
-            kind=signal.transport, retryable=True, message=message, provider=_header_provider(hdrs)
+            kind=signal.transport,
+            retryable=True,
+            message=redact_secrets(message),
+            provider=_header_provider(hdrs),
         )
     # Only a status that can carry a length refusal (or none) lets its text be read as one.
     length_status = http_status is None or http_status in LENGTH_STATUSES
@@ -267,7 +274,7 @@ def classify_failure(
         retry_after=retry_after,
         status=http_status,
         provider=_guess_provider(rule_provider, hdrs, f),
-        message=message,
+        message=redact_secrets(message),
         code=f.code,
         prompt_tokens=numbers.get("prompt_tokens"),
         prompt_tokens_is_lower_bound=lower_bound and "prompt_tokens" in numbers,
