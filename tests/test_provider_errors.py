@@ -21,6 +21,7 @@ from windowguard.provider_errors import (
     invalid_request_error,
     output_limit_error,
     rate_limit_error,
+    request_too_large_error,
     server_error,
     template_pattern,
 )
@@ -253,3 +254,24 @@ def test_template_pattern_tolerates_reflowed_messages() -> None:
 def test_bad_arguments_raise_configuration_error(call) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(ConfigurationError):
         call()
+
+
+@pytest.mark.parametrize("flavor", FLAVORS)
+@pytest.mark.parametrize("body_bytes", [None, 40 * 1024 * 1024])
+def test_request_too_large_round_trips(flavor: Flavor, body_bytes: int | None) -> None:
+    wire = request_too_large_error(flavor, body_bytes=body_bytes, max_body_bytes=32 * 1024 * 1024)
+    failure = _back(wire)
+    assert wire.status == 413
+    assert failure.kind is FailureKind.REQUEST_TOO_LARGE and not failure.retryable
+    assert json.loads(wire.json_bytes()) == wire.body
+    if flavor == "anthropic":
+        assert wire.body["error"]["type"] == "request_too_large"
+    elif body_bytes is not None:
+        assert str(body_bytes) in wire.body["error"]["message"]
+
+
+def test_request_too_large_rejects_bad_sizes() -> None:
+    with pytest.raises(ConfigurationError):
+        request_too_large_error("openai", body_bytes=-1, max_body_bytes=10)
+    with pytest.raises(ConfigurationError):
+        request_too_large_error("nope", body_bytes=1, max_body_bytes=10)  # type: ignore[arg-type]

