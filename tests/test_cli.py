@@ -15,8 +15,10 @@ import pytest
 from tests.exact_tokenizers import CORPUS_DIR
 from windowguard.cli import main
 from windowguard.cli._common import Output, plain_table
+from windowguard.cli.classify import _ADVICE
 from windowguard.counters import load_counter
 from windowguard.emulator import Emulator
+from windowguard.failures import FailureKind
 from windowguard.templates import count_prompt
 
 
@@ -222,6 +224,24 @@ def test_classify_file_and_stdin(
         capsys, "classify", "--status", "429", "--header", "retry-after: 7", "--plain"
     )
     assert code == 0 and "rate_limit" in out and "7" in out
+
+
+TPM = (
+    '{"error": {"message": "Request too large for gpt-4o in organization org-abc on tokens '
+    "per min (TPM): Limit 30000, Requested 45000. The input or output tokens must be "
+    'reduced in order to run successfully.", "type": "tokens", "param": null, '
+    '"code": "rate_limit_exceeded"}}'
+)
+
+
+def test_classify_advises_on_every_kind(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert set(_ADVICE) == set(FailureKind)  # no kind is printed without advice
+    body = tmp_path / "tpm.json"
+    body.write_text(TPM)
+    code, out, _ = _run(capsys, "classify", str(body), "--status", "429", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["kind"] == "request_too_large" and data["retryable"] is False
+    assert "smaller request" in data["advice"] and "waiting does not help" in data["advice"]
 
 
 @pytest.mark.parametrize(

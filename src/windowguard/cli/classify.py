@@ -25,11 +25,19 @@ _ADVICE = {
     FailureKind.PERMISSION: "check the key's access to this model",
     FailureKind.NOT_FOUND: "check the model name and base URL",
     FailureKind.INVALID_REQUEST: "fix the request; retrying it unchanged fails again",
+    FailureKind.REQUEST_TOO_LARGE: (
+        "send a smaller request (prune with ContextWindowManager.fit, lower max_tokens) or "
+        "raise the limit (tokens per minute, body size); waiting does not help"
+    ),
     FailureKind.CONTENT_FILTER: "change the content; retrying unchanged fails again",
     FailureKind.SERVER: "retry with backoff",
     FailureKind.OVERLOADED: "retry with backoff",
     FailureKind.TIMEOUT: "retry, perhaps with a longer timeout",
     FailureKind.CONNECTION: "check the endpoint and retry",
+    FailureKind.MALFORMED_RESPONSE: (
+        "retry with backoff; if it persists, check what sits between you and the server "
+        "(a proxy answering HTML, a stream cut short)"
+    ),
     FailureKind.UNKNOWN: "not recognised; inspect the body",
 }
 
