@@ -124,10 +124,14 @@ class PostgresJournal(Journal):
         self.where = _address(conninfo)
         self._lock = threading.RLock()
         self._conn: psycopg.Connection[Any] | None = None
-        with self._transaction() as conn:
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-            for statement in _SCHEMA:
-                conn.execute(statement)
+        try:
+            with self._transaction() as conn:
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+                for statement in _SCHEMA:
+                    conn.execute(statement)
+        except JournalError:
+            self._close()
+            raise
 
     def _connection(self) -> psycopg.Connection[Any]:
         conn = self._conn

@@ -136,6 +136,9 @@ class SqliteJournal(Journal):
             self._db = sqlite3.connect(
                 self.path, isolation_level=None, check_same_thread=False, timeout=timeout
             )
+        except sqlite3.Error as exc:
+            raise JournalError(f"cannot open run journal {self.path}: {exc}") from exc
+        try:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             with self._transaction():
@@ -146,6 +149,7 @@ class SqliteJournal(Journal):
                 if "tools" not in columns:  # a journal of windowguard 0.1
                     self._db.execute("ALTER TABLE runs ADD COLUMN tools TEXT")
         except (sqlite3.Error, JournalError) as exc:
+            self._db.close()
             raise JournalError(f"cannot open run journal {self.path}: {exc}") from exc
 
     @contextmanager
