@@ -5,8 +5,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import subprocess
+import sys
+import textwrap
+import threading
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -441,3 +447,226 @@ def test_bad_loop_configuration_is_named() -> None:
 def test_run_state_rejects_garbage() -> None:
     with pytest.raises(wg.ConfigurationError, match="run state"):
         wg.RunState.from_json(json.dumps({"run_id": "x"}))
+
+
+# --------------------------------------------------------------------------- resume input
+
+
+def _paused(h: Harness, **kw: Any) -> tuple[Any, Any, wg.RunState]:
+    provider = h.provider(
+        [FakeCalls(("read_file", {"path": "a"}), ("deploy", {"target": "prod"})), "deployed"]
+    )
+    loop = h.loop(provider, tools=TOOLS, **kw)
+    paused = h.run(loop, TASK, **({"run_id": "r-resume"} if "journal" in kw else {}))
+    assert paused.state is not None
+    return provider, loop, paused.state
+
+
+def test_resume_refuses_results_for_calls_the_turn_does_not_have(h: Harness) -> None:
+    provider, loop, state = _paused(h)
+    with pytest.raises(wg.RunStateError, match=r"'call_9'.*'call_0', 'call_1'"):
+        h.resume(loop, state, results={"call_9": "approved"})
+    with pytest.raises(wg.RunStateError, match="already has a result"):
+        h.resume(loop, state, results={"call_0": "other contents"})
+    assert provider.calls == 1  # nothing ran: no tool, no model call
+
+
+def test_resume_refuses_results_that_are_not_a_mapping_of_text(h: Harness) -> None:
+    provider, loop, state = _paused(h)
+    with pytest.raises(wg.RunStateError, match=r"must map .* got list"):
+        h.resume(loop, state, results=["approved"])
+    with pytest.raises(wg.RunStateError, match="result text"):
+        h.resume(loop, state, results={"call_1": {"ok": True}})
+    assert provider.calls == 1
+
+
+def test_resume_refuses_what_is_not_a_run_state(h: Harness) -> None:
+    _, loop, state = _paused(h)
+    with pytest.raises(wg.RunStateError, match=r"got dict; rebuild it with RunState.from_dict"):
+        h.resume(loop, state.to_dict())
+    with pytest.raises(wg.RunStateError, match="got str"):
+        h.resume(loop, state.to_json())
+    assert isinstance(wg.RunStateError("x"), wg.ConfigurationError)
+
+
+def test_resuming_one_state_twice_with_another_answer_is_refused(h: Harness, tmp_path: Any) -> None:
+    journal = wg.SqliteJournal(tmp_path / "runs.db")
+    provider, loop, state = _paused(h, journal=journal)
+    first = h.resume(loop, state, results={"call_1": "approved"})
+    assert first.termination is wg.TerminationReason.COMPLETED
+    with pytest.raises(wg.JournalMismatchError, match=r"'call_1'.*'approved'.*'denied'"):
+        h.resume(loop, state, results={"call_1": "denied"})
+    held = journal.tool_result("r-resume", 0, 1)
+    assert held is not None and held.content == "approved"  # the journal kept its answer
+    again = h.resume(loop, state, results={"call_1": "approved"})  # the same answer replays
+    assert again.messages == first.messages and provider.calls == 2
+
+
+@wg.tool
+def pause_badly(what: str) -> str:
+    """Pauses the run with data that is not JSON."""
+    raise wg.SuspendRun("needs approval", {"when": object()})
+
+
+def test_suspend_with_data_that_cannot_be_saved_is_refused_at_once(h: Harness) -> None:
+    ran: list[str] = []
+
+    @wg.tool
+    def note(text: str) -> str:
+        """Writes a note."""
+        ran.append(text)
+        return "noted"
+
+    provider = h.provider([FakeCalls(("pause_badly", {"what": "x"}), ("note", {"text": "n"}))])
+    loop = h.loop(provider, tools=[pause_badly, note])
+    with pytest.raises(wg.RunStateError, match=r"'pause_badly'.*cannot be saved.*object"):
+        h.run(loop, TASK)
+    if h.mode == "sync":
+        assert ran == []  # refused before the rest of the turn ran
+
+
+# --------------------------------------------------------------------------- idempotency
+
+
+def test_a_tool_can_take_its_call_context_which_the_model_never_sees(h: Harness) -> None:
+    seen: list[wg.ToolContext] = []
+
+    @wg.tool
+    def charge(order: str, ctx: wg.ToolContext) -> str:
+        """Charge an order once.
+
+        Args:
+            order: the order.
+        """
+        seen.append(ctx)
+        return f"charged {order}"
+
+    assert charge.parameters["properties"].keys() == {"order"}
+    assert charge.parameters["required"] == ["order"]
+    provider = h.provider(
+        [FakeCalls(("charge", {"order": "o1"}), ("charge", {"order": "o2"})), "done"]
+    )
+    result = h.run(h.loop(provider, tools=[charge]), TASK, run_id="r-ctx")
+    assert result.termination is wg.TerminationReason.COMPLETED
+    assert [(c.run_id, c.call_id, c.step, c.position) for c in seen] == [
+        ("r-ctx", "call_0", 0, 0),
+        ("r-ctx", "call_1", 0, 1),
+    ]
+    keys = {c.idempotency_key for c in seen}
+    assert len(keys) == 2 and all(k.startswith("wg-") for k in keys)
+    # the model cannot set it
+    sneaky = h.provider([FakeCalls(("charge", {"order": "o3", "ctx": "forged"})), "done"])
+    forged = h.run(h.loop(sneaky, tools=[charge]), TASK)
+    assert "unexpected argument 'ctx'" in forged.messages[3]["content"]
+
+
+def test_a_tool_in_flight_at_a_kill_runs_again_with_the_same_idempotency_key(
+    h: Harness, tmp_path: Any
+) -> None:
+    keys: list[str] = []
+
+    @wg.tool
+    def send_mail(to: str, ctx: wg.ToolContext | None = None) -> str:
+        """Send a mail (the process dies the first time, mid-way)."""
+        assert ctx is not None
+        keys.append(ctx.idempotency_key)
+        if len(keys) == 1:
+            raise Crash("killed while the mail was being sent")
+        return "sent"
+
+    journal = wg.SqliteJournal(tmp_path / "runs.db")
+    script: list[ScriptItem] = [FakeCalls(("send_mail", {"to": "a@b.c"})), "done"]
+    with pytest.raises(Crash):
+        h.run(h.loop(h.provider(script), tools=[send_mail], journal=journal), TASK, run_id="m1")
+    result = h.run(
+        h.loop(h.provider(script[1:]), tools=[send_mail], journal=journal), TASK, run_id="m1"
+    )
+    assert result.termination is wg.TerminationReason.COMPLETED
+    assert len(keys) == 2 and keys[0] == keys[1]  # at least once, recognisably the same call
+
+
+# --------------------------------------------------------------------------- hung tools
+
+HANG = threading.Event()
+
+
+@wg.tool
+def hang() -> str:
+    """Never returns (until the test ends)."""
+    HANG.wait(20)
+    return "woke"
+
+
+@wg.tool
+def quick() -> str:
+    """Returns at once."""
+    return "quick ran"
+
+
+def test_hung_tools_of_one_loop_never_starve_another_loop(h: Harness) -> None:
+    HANG.clear()
+    try:
+        stuck = h.provider([FakeCalls(*[("hang", {})] * 8), "gave up"])
+        first = h.run(h.loop(stuck, tools=[hang], tool_timeout=0.1), TASK)
+        outputs = [m["content"] for m in first.messages if m.get("role") == "tool"]
+        assert len(outputs) == 8 and all("timed out" in o for o in outputs)
+        fresh = h.provider([FakeCalls(("quick", {})), "done"])
+        second = h.run(h.loop(fresh, tools=[quick], tool_timeout=5.0), TASK)
+        assert [m["content"] for m in second.messages if m.get("role") == "tool"] == ["quick ran"]
+    finally:
+        HANG.set()
+
+
+def test_a_loop_holds_at_most_its_own_tool_threads(h: Harness) -> None:
+    HANG.clear()
+    try:
+        stuck = h.provider([FakeCalls(*[("hang", {})] * 3), FakeCalls(("quick", {})), "done"])
+        loop = h.loop(stuck, tools=[hang, quick], tool_timeout=0.2, max_tool_threads=2)
+        result = h.run(loop, TASK)
+        outputs = [m["content"] for m in result.messages if m.get("role") == "tool"]
+        assert "before it started: all 2 tool threads were busy" in outputs[2]
+        assert "before it started" in outputs[3]  # the loop's two threads are still hung
+        assert loop._tool_runner.threads.threads == 2
+    finally:
+        HANG.set()
+    with pytest.raises(wg.ConfigurationError, match="max_tool_threads"):
+        h.loop(h.provider([]), max_tool_threads=0)
+
+
+EXITS = textwrap.dedent(
+    """
+    import asyncio, sys, time
+    import windowguard as wg
+    from windowguard.providers.fake import AsyncFakeProvider, FakeCalls, FakeProvider
+
+    @wg.tool
+    def hang() -> str:
+        '''Hangs for a minute.'''
+        time.sleep(60)
+        return "late"
+
+    script = [FakeCalls(("hang", {})), "gave up on it"]
+    task = [{"role": "user", "content": "go"}]
+    if sys.argv[1] == "sync":
+        result = wg.ToolLoop(FakeProvider(script), tools=[hang], tool_timeout=0.2).run(task)
+    else:
+        loop = wg.AsyncToolLoop(AsyncFakeProvider(script), tools=[hang], tool_timeout=0.2)
+        result = asyncio.run(loop.run(task))
+    print(result.termination.name, result.text, flush=True)
+    """
+)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_hung_tool_never_keeps_the_process_from_exiting(mode: str, tmp_path: Any) -> None:
+    script = tmp_path / "exits.py"
+    script.write_text(EXITS)
+    env = {**os.environ, "PYTHONPATH": str(Path(wg.__file__).resolve().parents[1])}
+    try:
+        done = subprocess.run(
+            [sys.executable, str(script), mode], env=env, capture_output=True, text=True, timeout=30
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("the process waited for the abandoned tool instead of exiting")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "COMPLETED gave up on it"

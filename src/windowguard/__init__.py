@@ -58,6 +58,7 @@ from .exceptions import JournalMismatchError as JournalMismatchError
 from .exceptions import ModelInfoError as ModelInfoError
 from .exceptions import ProviderError as ProviderError
 from .exceptions import RunLockedError as RunLockedError
+from .exceptions import RunStateError as RunStateError
 from .exceptions import SuspendRun as SuspendRun
 from .exceptions import UnknownFormatError as UnknownFormatError
 from .exceptions import WindowGuardError as WindowGuardError
@@ -96,6 +97,7 @@ from .sinks import OpenTelemetrySink as OpenTelemetrySink
 from .sinks import capture_events as capture_events
 from .sinks import emit as emit
 from .tools import Tool as Tool
+from .tools import ToolContext as ToolContext
 from .tools import tool as tool
 from .turns import Segmentation as Segmentation
 from .turns import segment as segment
@@ -174,6 +176,7 @@ __all__ = [
     "RunLockedError",
     "RunResult",
     "RunState",
+    "RunStateError",
     "Segment",
     "Segmentation",
     "SendHistory",
@@ -187,6 +190,7 @@ __all__ = [
     "TokenCounter",
     "TokenizerInferred",
     "Tool",
+    "ToolContext",
     "ToolLoop",
     "TranscriptDeferred",
     "TranscriptPruned",

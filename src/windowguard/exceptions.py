@@ -12,8 +12,11 @@ name ends in ``Error``::
     │   └── UnknownFormatError     the wire format could not be detected or is not supported
     ├── ModelInfoError             a model limit or override that cannot be used
     ├── ConfigurationError         an argument that cannot work (negative window, ...)
-    │   └── LocalTokenizerError    an installed exact tokenizer failed to load
-    │                              (windowguard.accounting.local; the heuristic takes over)
+    │   ├── LocalTokenizerError    an installed exact tokenizer failed to load
+    │   │                          (windowguard.accounting.local; the heuristic takes over)
+    │   └── RunStateError          a resume that does not fit its state (not a RunState,
+    │                              results for unknown calls), or SuspendRun data that
+    │                              cannot be saved as JSON
     ├── RemoteCountError           a serving endpoint's token count failed
     │                              (windowguard.accounting.remote; fit falls back and says so)
     ├── JournalError               a run journal cannot be opened or read (a damaged row,
@@ -44,6 +47,7 @@ __all__ = [
     "ModelInfoError",
     "ProviderError",
     "RunLockedError",
+    "RunStateError",
     "SuspendRun",
     "UnknownFormatError",
     "WindowGuardError",
@@ -56,6 +60,18 @@ class WindowGuardError(Exception):
 
 class ConfigurationError(WindowGuardError, ValueError):
     """An argument that cannot work, named with the value that was given."""
+
+
+class RunStateError(ConfigurationError):
+    """A run state that cannot be saved, or a resume that does not fit its state.
+
+    Raised by ``resume`` before anything runs, for a state that is not a ``RunState``
+    (a dict or JSON text: rebuild it with ``RunState.from_dict``/``from_json``), or
+    results that are not a mapping of the paused turn's call ids to text, that name a
+    call the turn does not have, or one that already has a result; and by a run whose
+    tool paused it with ``SuspendRun`` data that cannot be stored as JSON (at once,
+    before any further tool of the turn runs).
+    """
 
 
 class ModelInfoError(WindowGuardError, ValueError):

@@ -3,9 +3,11 @@
 Every rule of the loop — the three guarded send sites, fitting, calibration, the
 retry policy, termination reasons, suspension — lives in the sans-I/O
 :class:`~windowguard._machine.LoopMachine`. A driver only performs the machine's
-actions: it calls the provider (or replays the journalled answer), runs tools
-(sync: one after another; async: concurrently), sleeps, and journals every model call
-and tool result before handing it back.
+actions: it calls the provider (or replays the journalled answer), sleeps, journals
+every model call before handing it back, and hands tool calls to its loop's
+:class:`~windowguard._tool_runs.ToolRunner` (sync: one after another; async:
+concurrently; on the loop's own daemon threads), which journals every tool result.
+``resume`` checks its state and results before anything runs.
 
 Example:
     >>> import windowguard as wg
@@ -40,26 +42,19 @@ from ._machine import (
     RunUsage,
     SendModel,
     Sleep,
-    Suspension,
     ToolsAnswer,
     default_run_id,
 )
+from ._tool_runs import ToolRunner, check_resume
 from .accounting.remote import RemoteCounter
 from .events import Event
-from .exceptions import ConfigurationError, ProviderError, SuspendRun
+from .exceptions import ConfigurationError, ProviderError
 from .journal import Journal, RunState, transcript_digest
 from .manager import ContextWindowManager
-from .providers.base import (
-    AsyncProvider,
-    ModelResponse,
-    Provider,
-    StreamDelta,
-    ToolCall,
-    ToolResult,
-)
+from .providers.base import AsyncProvider, ModelResponse, Provider, StreamDelta
 from .retry import RetryPolicy
 from .sinks import emit
-from .tools import Tool, execute_tool, execute_tool_async
+from .tools import Tool
 
 __all__ = ["AsyncRunStream", "AsyncToolLoop", "RunResult", "RunStream", "RunUsage", "ToolLoop"]
 
@@ -78,6 +73,7 @@ class _LoopBase:
         sinks: Sequence[Callable[[Event], None]] = (),
         journal: Journal | None = None,
         tool_timeout: float | None = None,
+        max_tool_threads: int = 8,
         retry_policy: RetryPolicy | None = None,
         pressure_thresholds: Sequence[float] = (0.8, 0.95),
         random: Callable[[], float] | None = None,
@@ -87,6 +83,10 @@ class _LoopBase:
             raise ConfigurationError(f"max_iterations must be an int >= 0, got {max_iterations!r}")
         if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens <= 0):
             raise ConfigurationError(f"max_tokens must be a positive int, got {max_tokens!r}")
+        if type(max_tool_threads) is not int or max_tool_threads < 1:  # bool is no count
+            raise ConfigurationError(
+                f"max_tool_threads must be an int >= 1, got {max_tool_threads!r}"
+            )
         by_name: dict[str, Tool] = {}
         for t in tools:
             if not isinstance(t, Tool):
@@ -104,6 +104,7 @@ class _LoopBase:
         self.sinks = tuple(sinks)
         self.journal = journal
         self.tool_timeout = tool_timeout
+        self._tool_runner = ToolRunner(max_tool_threads)  # this loop's own tool threads
         self.retry_policy = retry_policy or RetryPolicy()
         self.pressure_thresholds = tuple(pressure_thresholds)
         self.random = random if random is not None else _random.Random(0).random
@@ -200,15 +201,6 @@ class _LoopBase:
         if self.journal is not None:
             self.journal.record_model_call(run_id, step, response)
 
-    def _journalled_result(self, run_id: str, step: int, position: int) -> ToolResult | None:
-        if self.journal is None:
-            return None
-        return self.journal.tool_result(run_id, step, position)
-
-    def _record_result(self, run_id: str, step: int, position: int, result: ToolResult) -> None:
-        if self.journal is not None:
-            self.journal.record_tool_result(run_id, step, position, result)
-
     def _finished(self, result: RunResult) -> RunResult:
         if self.journal is not None:  # ends the run's lease too
             self.journal.finish_run(result.run_id, result.termination.name, result.state)
@@ -238,7 +230,11 @@ class ToolLoop(_LoopBase):
         sinks: event sinks (any ``Callable[[Event], None]``).
         journal: a :class:`~windowguard.journal.Journal` (``SqliteJournal``,
             ``PostgresJournal``) making runs durable, one runner per run at a time.
-        tool_timeout: seconds before a tool call is abandoned (an error result).
+        tool_timeout: seconds before a tool call is abandoned (an error result); the
+            call may still run to its end on its thread, its result discarded.
+        max_tool_threads: the most threads this loop's sync tools hold at once, calls
+            that timed out but still run included. They are daemon threads of this loop
+            alone: hung calls never starve another loop, nor keep the process alive.
         retry_policy: how to react to provider failures.
         pressure_thresholds: context-pressure levels reported once when crossed.
         random: a ``() -> float`` source for backoff jitter (deterministic by default).
@@ -272,7 +268,15 @@ class ToolLoop(_LoopBase):
             state: the run's state (``RunResult.state``, possibly through JSON).
             results: tool results to use instead of running the calls again, by call id
                 (for example the human's answer to an approval request).
+
+        Raises:
+            RunStateError: ``state`` is not a RunState, or ``results`` is not a mapping
+                of the paused turn's call ids (without a result yet) to text; checked
+                before anything runs.
+            JournalMismatchError: the journal holds another result for a call: this
+                state was resumed before with another answer.
         """
+        results = check_resume(state, results, self.journal)
         machine = self._machine(counter=self._count_endpoint())
         flow = machine.run(
             list(state.messages),
@@ -343,36 +347,14 @@ class ToolLoop(_LoopBase):
         return ModelAnswer(response=response)
 
     def _run_tools(self, machine: LoopMachine, run_id: str, action: RunTools) -> ToolsAnswer:
-        results: list[ToolResult | None] = []
-        replayed: list[bool] = []
-        suspension: Suspension | None = None
-        for position, call in enumerate(action.calls):
-            if position in action.done:
-                results.append(action.done[position])
-                replayed.append(False)
-                self._record_result(run_id, action.step, position, action.done[position])
-                continue
-            known = self._journalled_result(run_id, action.step, position)
-            if known is not None:
-                results.append(known)
-                replayed.append(True)
-                continue
-            if suspension is not None:
-                results.append(None)
-                replayed.append(False)
-                continue
-            machine.tool_started(action.step, call)
-            try:
-                result = execute_tool(call, self.tools, timeout=self.tool_timeout)
-            except SuspendRun as pause:
-                suspension = Suspension(call_id=call.id, reason=pause.reason, data=pause.data)
-                results.append(None)
-                replayed.append(False)
-                continue
-            self._record_result(run_id, action.step, position, result)
-            results.append(result)
-            replayed.append(False)
-        return ToolsAnswer(results=tuple(results), replayed=tuple(replayed), suspension=suspension)
+        return self._tool_runner.run(
+            machine,
+            run_id,
+            action,
+            tools=self.tools,
+            journal=self.journal,
+            timeout=self.tool_timeout,
+        )
 
 
 def _count(action: CountTokens) -> int | BaseException:
@@ -509,6 +491,7 @@ class AsyncToolLoop(_LoopBase):
         self, state: RunState, *, results: Mapping[str, str] | None = None
     ) -> RunResult:
         """Continue a SUSPENDED run; see :meth:`ToolLoop.resume`."""
+        results = check_resume(state, results, self.journal)
         machine = self._machine(counter=await self._count_endpoint())
         flow = machine.run(
             list(state.messages),
@@ -562,37 +545,14 @@ class AsyncToolLoop(_LoopBase):
                 answer = None
 
     async def _run_tools(self, machine: LoopMachine, run_id: str, action: RunTools) -> ToolsAnswer:
-        results: list[ToolResult | None] = [None] * len(action.calls)
-        replayed = [False] * len(action.calls)
-        live: list[tuple[int, ToolCall]] = []
-        for position, call in enumerate(action.calls):
-            if position in action.done:
-                results[position] = action.done[position]
-                self._record_result(run_id, action.step, position, action.done[position])
-                continue
-            known = self._journalled_result(run_id, action.step, position)
-            if known is not None:
-                results[position], replayed[position] = known, True
-                continue
-            live.append((position, call))
-
-        suspensions: list[tuple[int, Suspension]] = []
-
-        async def one(position: int, call: ToolCall) -> None:
-            machine.tool_started(action.step, call)
-            try:
-                result = await execute_tool_async(call, self.tools, timeout=self.tool_timeout)
-            except SuspendRun as pause:
-                suspensions.append(
-                    (position, Suspension(call_id=call.id, reason=pause.reason, data=pause.data))
-                )
-                return
-            self._record_result(run_id, action.step, position, result)
-            results[position] = result
-
-        await asyncio.gather(*(one(p, c) for p, c in live))
-        suspension = min(suspensions, key=lambda s: s[0])[1] if suspensions else None
-        return ToolsAnswer(results=tuple(results), replayed=tuple(replayed), suspension=suspension)
+        return await self._tool_runner.arun(
+            machine,
+            run_id,
+            action,
+            tools=self.tools,
+            journal=self.journal,
+            timeout=self.tool_timeout,
+        )
 
 
 class AsyncRunStream:
