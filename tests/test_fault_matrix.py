@@ -1,4 +1,6 @@
-"""The fault matrix: malformed 200 answers never escape a run as raw exceptions.
+"""Faults a local server serves to the loop: the malformed-answer matrix, and a refit.
+
+The fault matrix: malformed 200 answers never escape a run as raw exceptions.
 
 A local fault server answers every model call with a success status and a body that
 is not a whole answer: not JSON, JSON of the wrong shape, or a stream that closes
@@ -8,6 +10,9 @@ before its finish reason. Each of the fourteen shapes is served to both provider
 way: a classified ``MALFORMED_RESPONSE`` failure, retried by the policy like any
 transient failure, then ``PROVIDER_ERROR`` with the failure attached — and no tool
 ever runs from a response that was not whole.
+
+The refit: an overflow refusal that states no counts is followed by a smaller request,
+never the byte-identical one the server just refused.
 """
 
 from __future__ import annotations
@@ -29,17 +34,19 @@ from windowguard.retry import RetryPolicy
 # --------------------------------------------------------------------------- server
 
 
-Answer = tuple[bytes, str]  # body, content type; the status is always 200
+Answer = tuple[bytes, str]  # body, content type; the status is 200 unless ``status`` says
 
 
 class FaultServer:
-    """Answers every POST on 127.0.0.1 with ``answer(n)`` (n counts from 1), status 200.
+    """Answers every POST on 127.0.0.1 with ``answer(n)`` (n counts from 1).
 
     The connection closes after each answer (HTTP/1.0), so a cut stream is a normal
     close, not a reset. Request bodies are kept in ``bodies`` (raw bytes).
     """
 
-    def __init__(self, answer: Callable[[int], Answer]) -> None:
+    def __init__(
+        self, answer: Callable[[int], Answer], status: Callable[[int], int] = lambda n: 200
+    ) -> None:
         self.bodies: list[bytes] = []
         bodies, lock = self.bodies, threading.Lock()
 
@@ -50,7 +57,7 @@ class FaultServer:
                     bodies.append(raw)
                     number = len(bodies)
                 body, kind = answer(number)
-                self.send_response(200)
+                self.send_response(status(number))
                 self.send_header("content-type", kind)
                 self.send_header("content-length", str(len(body)))
                 self.end_headers()
@@ -522,3 +529,67 @@ def matrix_table() -> Iterator[str]:
 if __name__ == "__main__":
     for line in matrix_table():
         print(line)
+
+
+# --------------------------------------------------------------------------- the refit
+
+OVERFLOW_WITHOUT_COUNTS = {
+    "error": {
+        "message": "This model's maximum context length is exceeded. "
+        "Please reduce the length of the messages.",
+        "type": "invalid_request_error",
+        "param": "messages",
+        "code": "context_length_exceeded",
+    }
+}
+
+
+def _long_task(turns: int) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": "Fix the failing test in the parser module."},
+    ]
+    for i in range(turns):
+        call = {
+            "id": f"call_{i}",
+            "type": "function",
+            "function": {"name": "work", "arguments": json.dumps({"path": f"m{i}.py"})},
+        }
+        messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
+        body = "\n".join(f"{n:>4}  value_{i}_{n} = compute({n}, {i})" for n in range(60))
+        messages.append({"role": "tool", "tool_call_id": f"call_{i}", "content": body})
+    return messages
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_refit_after_an_overflow_without_counts_sends_less(mode: str) -> None:
+    # The server refuses the first request for overflow and states no count; the loop
+    # must not send the same bytes again (issue 12 item 5).
+    answers = {1: _j(OVERFLOW_WITHOUT_COUNTS)}
+    task = _long_task(30)
+    manager = wg.ContextWindowManager(
+        model_info=wg.ModelInfo(9_000, tokenizer="o200k"), counter="heuristic"
+    )
+    with FaultServer(
+        lambda n: answers.get(n, _j(openai_completion())), status=lambda n: 400 if n == 1 else 200
+    ) as server:
+        if mode == "sync":
+            with _provider("openai", True, server.url) as p:
+                result = wg.ToolLoop(p, tools=[work], manager=manager, max_tokens=500).run(task)
+        else:
+
+            async def main() -> wg.RunResult:
+                async with _provider("openai", False, server.url) as p:
+                    loop = wg.AsyncToolLoop(p, tools=[work], manager=manager, max_tokens=500)
+                    return await loop.run(task)
+
+            result = asyncio.run(main())
+        refused, refit = server.bodies
+    assert result.termination is wg.TerminationReason.COMPLETED, result.failure
+    decisions = [e.to_dict()["decision"] for e in result.events if e.kind == "provider_error"]
+    assert decisions == ["refit"]
+    assert refit != refused and len(refit) < len(refused)
+    sent, resent = json.loads(refused)["messages"], json.loads(refit)["messages"]
+    assert len(resent) < len(sent)  # whole turns dropped ...
+    assert resent[:2] == task[:2] and resent[-2:] == task[-2:]  # ... head and newest kept
+    assert result.messages[: len(task)] == task  # the run keeps the full transcript
