@@ -30,7 +30,7 @@ import contextlib
 import logging
 import random as _random
 import time
-from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import Any
 
 from ._machine import (
@@ -45,13 +45,14 @@ from ._machine import (
     ToolsAnswer,
     default_run_id,
 )
+from ._streams import AsyncRunStream, RunStream, acount_tokens, count_tokens
 from ._tool_runs import ToolRunner, check_resume
 from .accounting.remote import RemoteCounter
 from .events import Event
 from .exceptions import ConfigurationError, ProviderError
 from .journal import Journal, RunState, transcript_digest
 from .manager import ContextWindowManager
-from .providers.base import AsyncProvider, ModelResponse, Provider, StreamDelta
+from .providers.base import AsyncProvider, ModelResponse, Provider
 from .retry import RetryPolicy
 from .sinks import emit
 from .tools import Tool
@@ -259,7 +260,7 @@ class ToolLoop(_LoopBase):
         machine = self._machine(counter=self._count_endpoint())
         flow = machine.run(transcript, run_id=run_id, system=system, restarted=restarted)
         with self._kept(run_id):
-            return self._drive(machine, flow, run_id, None)
+            return self._drive(machine, flow, run_id)
 
     def resume(self, state: RunState, *, results: Mapping[str, str] | None = None) -> RunResult:
         """Continue a SUSPENDED run.
@@ -286,7 +287,7 @@ class ToolLoop(_LoopBase):
             supplied=results,
         )
         with self._kept(state.run_id):
-            return self._drive(machine, flow, state.run_id, None)
+            return self._drive(machine, flow, state.run_id)
 
     def stream(
         self, messages: Sequence[Any], *, run_id: str | None = None, system: Any = None
@@ -310,7 +311,6 @@ class ToolLoop(_LoopBase):
         machine: LoopMachine,
         flow: Generator[Any, Any, RunResult],
         run_id: str,
-        on_delta: Callable[[str], None] | None,
     ) -> RunResult:
         answer: Any = None
         while True:
@@ -319,28 +319,23 @@ class ToolLoop(_LoopBase):
             except StopIteration as stop:
                 return self._finished(stop.value)
             if isinstance(action, SendModel):
-                answer = self._send(run_id, action, on_delta)
+                answer = self._send(run_id, action)
             elif isinstance(action, RunTools):
                 answer = self._run_tools(machine, run_id, action)
             elif isinstance(action, CountTokens):
-                answer = _count(action)
+                answer = count_tokens(action)
             elif isinstance(action, Sleep):
                 self._sleep(action.seconds)
                 answer = None
             else:  # pragma: no cover - the machine yields nothing else
                 raise AssertionError(action)
 
-    def _send(
-        self, run_id: str, action: SendModel, on_delta: Callable[[str], None] | None
-    ) -> ModelAnswer:
+    def _send(self, run_id: str, action: SendModel) -> ModelAnswer:
         replayed = self._replayed_response(run_id, action)
         if replayed is not None:
             return replayed
         try:
-            if on_delta is None:
-                response = self._provider.complete(action.request)
-            else:
-                response = _collect(self._provider.stream(action.request), on_delta)
+            response = self._provider.complete(action.request)
         except ProviderError as exc:
             return ModelAnswer(failure=exc.failure)
         self._record_response(run_id, action.step, response)
@@ -355,111 +350,6 @@ class ToolLoop(_LoopBase):
             journal=self.journal,
             timeout=self.tool_timeout,
         )
-
-
-def _count(action: CountTokens) -> int | BaseException:
-    """A remote count, or the exception it raised (the manager falls back on it)."""
-    try:
-        return int(action.counter.count(action.query))
-    except Exception as exc:
-        return exc
-
-
-async def _acount(action: CountTokens) -> int | BaseException:
-    """Async twin of :func:`_count`; the counter never blocks the event loop."""
-    try:
-        return int(await action.counter.acount(action.query))
-    except Exception as exc:
-        return exc
-
-
-def _collect(
-    chunks: Iterator[StreamDelta | ModelResponse], on_delta: Callable[[str], None]
-) -> ModelResponse:
-    final: ModelResponse | None = None
-    for chunk in chunks:
-        if isinstance(chunk, StreamDelta):
-            on_delta(chunk.text)
-        else:
-            final = chunk
-    if final is None:
-        raise ConfigurationError("the provider's stream ended without a final response")
-    return final
-
-
-class RunStream:
-    """Iterate to get :class:`StreamDelta` values and events as a run progresses.
-
-    After iteration ends, :attr:`result` holds the :class:`RunResult`.
-    """
-
-    def __init__(
-        self,
-        loop: ToolLoop,
-        transcript: list[Any],
-        run_id: str,
-        system: Any,
-        *,
-        restarted: bool = False,
-    ) -> None:
-        self._loop = loop
-        self._transcript = transcript
-        self._run_id = run_id
-        self._system = system
-        self._restarted = restarted
-        self.result: RunResult | None = None
-
-    def __iter__(self) -> Iterator[StreamDelta | Event]:
-        with self._loop._kept(self._run_id):
-            yield from self._items()
-
-    def _items(self) -> Iterator[StreamDelta | Event]:
-        pending: list[StreamDelta | Event] = []
-        loop = self._loop
-        machine = loop._machine(extra_sink=pending.append, counter=loop._count_endpoint())
-        flow = machine.run(
-            self._transcript, run_id=self._run_id, system=self._system, restarted=self._restarted
-        )
-        answer: Any = None
-        while True:
-            try:
-                action = flow.send(answer)
-            except StopIteration as stop:
-                self.result = loop._finished(stop.value)
-                yield from _drain(pending)
-                return
-            yield from _drain(pending)
-            if isinstance(action, SendModel):
-                replayed = loop._replayed_response(self._run_id, action)
-                if replayed is not None:
-                    answer = replayed
-                    continue
-                try:
-                    final: ModelResponse | None = None
-                    for chunk in loop._provider.stream(action.request):
-                        if isinstance(chunk, StreamDelta):
-                            yield chunk
-                        else:
-                            final = chunk
-                    if final is None:
-                        raise ConfigurationError("the provider's stream ended without a response")
-                except ProviderError as exc:
-                    answer = ModelAnswer(failure=exc.failure)
-                    continue
-                loop._record_response(self._run_id, action.step, final)
-                answer = ModelAnswer(response=final)
-            elif isinstance(action, RunTools):
-                answer = loop._run_tools(machine, self._run_id, action)
-            elif isinstance(action, CountTokens):
-                answer = _count(action)
-            else:
-                loop._sleep(action.seconds)
-                answer = None
-
-
-def _drain(pending: list[Any]) -> Iterator[Any]:
-    while pending:
-        yield pending.pop(0)
 
 
 class AsyncToolLoop(_LoopBase):
@@ -539,7 +429,7 @@ class AsyncToolLoop(_LoopBase):
             elif isinstance(action, RunTools):
                 answer = await self._run_tools(machine, run_id, action)
             elif isinstance(action, CountTokens):
-                answer = await _acount(action)
+                answer = await acount_tokens(action)
             else:
                 await self._sleep(action.seconds)
                 answer = None
@@ -553,74 +443,3 @@ class AsyncToolLoop(_LoopBase):
             journal=self.journal,
             timeout=self.tool_timeout,
         )
-
-
-class AsyncRunStream:
-    """Async-iterate to get text deltas and events; :attr:`result` is set at the end."""
-
-    def __init__(
-        self,
-        loop: AsyncToolLoop,
-        transcript: list[Any],
-        run_id: str,
-        system: Any,
-        *,
-        restarted: bool = False,
-    ) -> None:
-        self._loop = loop
-        self._transcript = transcript
-        self._run_id = run_id
-        self._system = system
-        self._restarted = restarted
-        self.result: RunResult | None = None
-
-    async def __aiter__(self) -> AsyncIterator[StreamDelta | Event]:
-        async with self._loop._akept(self._run_id):
-            async for item in self._items():
-                yield item
-
-    async def _items(self) -> AsyncIterator[StreamDelta | Event]:
-        pending: list[StreamDelta | Event] = []
-        loop = self._loop
-        counter = await loop._count_endpoint()
-        machine = loop._machine(extra_sink=pending.append, counter=counter)
-        flow = machine.run(
-            self._transcript, run_id=self._run_id, system=self._system, restarted=self._restarted
-        )
-        answer: Any = None
-        while True:
-            try:
-                action = flow.send(answer)
-            except StopIteration as stop:
-                self.result = loop._finished(stop.value)
-                for item in _drain(pending):
-                    yield item
-                return
-            for item in _drain(pending):
-                yield item
-            if isinstance(action, SendModel):
-                replayed = loop._replayed_response(self._run_id, action)
-                if replayed is not None:
-                    answer = replayed
-                    continue
-                final: ModelResponse | None = None
-                try:
-                    async for chunk in loop._provider.stream(action.request):
-                        if isinstance(chunk, StreamDelta):
-                            yield chunk
-                        else:
-                            final = chunk
-                except ProviderError as exc:
-                    answer = ModelAnswer(failure=exc.failure)
-                    continue
-                if final is None:
-                    raise ConfigurationError("the provider's stream ended without a response")
-                loop._record_response(self._run_id, action.step, final)
-                answer = ModelAnswer(response=final)
-            elif isinstance(action, RunTools):
-                answer = await loop._run_tools(machine, self._run_id, action)
-            elif isinstance(action, CountTokens):
-                answer = await _acount(action)
-            else:
-                await loop._sleep(action.seconds)
-                answer = None
