@@ -494,8 +494,9 @@ def test_resuming_one_state_twice_with_another_answer_is_refused(h: Harness, tmp
     provider, loop, state = _paused(h, journal=journal)
     first = h.resume(loop, state, results={"call_1": "approved"})
     assert first.termination is wg.TerminationReason.COMPLETED
-    with pytest.raises(wg.JournalMismatchError, match=r"'call_1'.*'approved'.*'denied'"):
+    with pytest.raises(wg.JournalMismatchError, match=r"'call_1'.*'approved'.*'denied'") as info:
         h.resume(loop, state, results={"call_1": "denied"})
+    assert info.value.run_id == "r-resume"
     held = journal.tool_result("r-resume", 0, 1)
     assert held is not None and held.content == "approved"  # the journal kept its answer
     again = h.resume(loop, state, results={"call_1": "approved"})  # the same answer replays

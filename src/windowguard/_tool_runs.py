@@ -267,5 +267,6 @@ def _check_journal(state: RunState, results: Mapping[str, str], journal: Journal
                 f"run {state.run_id!r} in {journal.where} was resumed before with another "
                 f"result for call {call.id!r} ({held.content!r:.80}, now "
                 f"{results[call.id]!r:.80}); the run went on from that answer, so resume "
-                "it with the same results, or start a new run id"
+                "it with the same results, or start a new run id",
+                run_id=state.run_id,
             )

@@ -22,7 +22,8 @@ name ends in ``Error``::
     ├── JournalError               a run journal cannot be opened or read (a damaged row,
     │   │                          a database that is not one, a server that went away)
     │   ├── JournalMismatchError   a run id reused for another transcript, model, tool set,
-    │   │                          or a tool whose schema changed (named)
+    │   │                          or a tool whose schema changed (named); a paused state
+    │   │                          resumed again with another answer
     │   └── RunLockedError         another runner holds the run's lease (named, with its
     │                              expiry), or this runner lost it
     └── ProviderError              a provider call failed; carries the classified Failure
@@ -187,7 +188,8 @@ class JournalError(WindowGuardError):
 
 class JournalMismatchError(JournalError):
     """A run id was reused for a different transcript, system prompt, model or tool set,
-    or one of its tools changed its schema (description or parameters).
+    or one of its tools changed its schema (description or parameters); or a paused
+    state was resumed again with another result for a call than the journal holds.
 
     Replaying the journal would feed the model answers made for another run.
 
