@@ -21,6 +21,7 @@ import windowguard as wg
 from windowguard.failures import Failure, FailureKind
 from windowguard.providers.base import ModelRequest
 from windowguard.providers.fake import AsyncFakeProvider, FakeCalls, FakeProvider, ScriptItem
+from windowguard.tools import ToolThreads
 
 TASK = [
     {"role": "system", "content": "You are a coding agent."},
@@ -632,6 +633,23 @@ def test_a_loop_holds_at_most_its_own_tool_threads(h: Harness) -> None:
         HANG.set()
     with pytest.raises(wg.ConfigurationError, match="max_tool_threads"):
         h.loop(h.provider([]), max_tool_threads=0)
+
+
+def test_tool_threads_are_bounded_daemon_threads_that_end_when_idle() -> None:
+    threads = ToolThreads(1, idle_seconds=0.05)
+    release = threading.Event()
+    first = threads.submit(release.wait, 20)
+    second = threads.submit(threading.current_thread)  # waits: the one thread is busy
+    assert threads.threads == 1 and not second.done()
+    release.set()
+    worker = second.result(timeout=20)
+    assert first.result() is True and threads.threads == 1
+    assert worker.daemon and worker.name.startswith("windowguard-tool-")
+    worker.join(timeout=20)  # idle for idle_seconds, the thread ends
+    assert not worker.is_alive() and threads.threads == 0
+    threads.shutdown()
+    with pytest.raises(RuntimeError, match="after shutdown"):
+        threads.submit(print)
 
 
 EXITS = textwrap.dedent(
