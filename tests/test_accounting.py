@@ -27,7 +27,7 @@ from windowguard.emulator import Emulator
 from windowguard.templates import count_prompt
 
 from .exact_tokenizers import CORPUS_DIR, TOKENIZERS_DIR, MemoCounter, load, require
-from .transcripts import Plan, plans, render
+from .transcripts import Plan, TurnPlan, plans, render
 
 SETTINGS = settings(deadline=None, max_examples=60)
 TOOLS = [
@@ -102,6 +102,54 @@ def test_counts_are_exact_or_upper_bounds_with_the_local_tokenizer(
     o200k: Any, plan: Plan, window: int, max_tokens: int
 ) -> None:
     _run_against_exact(o200k, plan, window, max_tokens)
+
+
+def _turn(
+    text: str, calls: Sequence[str] = (), results: Sequence[str] = (), follow_up: Any = None
+) -> TurnPlan:
+    return TurnPlan(
+        text=text,
+        calls=tuple(calls),
+        results=tuple(results),
+        reasoning="",
+        follow_up=follow_up,
+        ids="distinct",
+        interleaved=False,
+    )
+
+
+def test_a_base_measured_again_takes_its_old_messages_share_with_it(o200k: Any) -> None:
+    # Found by the property above: a prune cut the span the base was first measured
+    # with, the base was measured again with the newest turn, and the next send kept
+    # everything. The old messages' shares had been split from one total with the *old*
+    # base, so they plus the new base counted 477 for a request of 499 exact tokens.
+    plan = Plan(
+        system="0",
+        task="0:0:0:0",
+        demos=("0:",),
+        turns=(
+            _turn("0"),
+            _turn("0:0:"),
+            _turn("", follow_up="0"),
+            _turn("0:0:0:0", follow_up="0:0: 0:0:"),
+            _turn("0", ['{"path": "0:"}'], ["0:0:"]),
+            _turn("0", ['{"path": "0\\u4e2d"}'], ["0"]),
+            _turn(":0:0", ['{"path": "0a\\ud83d\\ude42: 0:\\u00e9\\ud83d\\ude42:0:0:"}'], ["0:"]),
+            _turn("0000", ['{"path": ""}'], ["0:"], "0:0:"),
+            _turn("0:0:0:", ['{"path": ""}', '{"path": "0\\u00e9"}'], [":0:", "0"]),
+            _turn(
+                ":0:0:0:0:0:0:0",
+                ['{"path": ""}'] * 2 + ['{"path": "0"}'],
+                ["0:0", "0:0", "0000:0:0:"],
+            ),
+            _turn("", ['{"path": ""}'] * 2 + ['{"path": "0000:0:\\u00e9\\u00e9"}'], ["", "", ""]),
+            _turn("", ['{"path": ""}'], [""]),
+            _turn(""),
+        ),
+        greeting=None,
+    )
+    fits = _run_against_exact(o200k, plan, 1_000, 456)
+    assert any(fit.dropped_turns for fit in fits)  # the path that broke: prune, then more
 
 
 @SETTINGS

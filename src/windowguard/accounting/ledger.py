@@ -461,6 +461,15 @@ class Ledger:
             with_base=with_base,
         )
 
+    def _forget(self, span: Span) -> None:
+        """Unmeasure the messages still holding ``span``'s shares."""
+        entries = self.entries
+        for index in range(span.start, min(span.stop, len(entries))):
+            entry = entries[index]
+            if entry.span is span:
+                entry.measured = entry.span = None
+        self.changed(span.start)
+
     def _has_user_text(self, indices: Sequence[int]) -> bool:
         """Whether a new user query is among them (not a message of tool results only)."""
         entries = self.entries
@@ -488,6 +497,13 @@ class Ledger:
         start, stop = rest[0], rest[-1] + 1
         span = Span(start, stop, value, key if with_base else None)
         if with_base:
+            # A base measured together with messages only adds up with them: its share and
+            # theirs were split from one total. Its old messages lose their share when it
+            # is measured again (they are estimated again), or the old messages plus the
+            # new base could count less than they cost.
+            old_base = self.bases.get(key)
+            if old_base is not None and old_base.span is not None:
+                self._forget(old_base.span)
             share = min(remaining, base_estimate)
             self.bases[key] = BaseValue(share, span)
             remaining -= share
