@@ -19,6 +19,7 @@ import json
 import operator
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from .accounting.ledger import Entry, Ledger
 from .adapters import format_evidence, shaper
@@ -103,6 +104,7 @@ def update_transcript(
         and all(map(operator.is_, run.seen, messages))
     ):
         new = messages[len(run.seen) :]
+        check_message_types(new, offset=len(run.seen))
         if not run.format_certain and explicit is None:
             found = format_evidence(new, system=system)
             if found is not None and found != run.format:
@@ -110,10 +112,34 @@ def update_transcript(
             run.format_certain = found is not None
         run.append(new, estimator)
         return run
+    check_message_types(messages)
     if explicit is not None:
         return _rebuild(messages, explicit, True, run, estimator)
     found = format_evidence(messages, system=system)
     return _rebuild(messages, found or "openai_chat", found is not None, run, estimator)
+
+
+_NOT_MESSAGES: Final = (str, bytes, int, float, bool, type(None))
+
+
+def check_message_types(messages: Sequence[object], *, offset: int = 0) -> None:
+    """Refuse things that are not messages (text, numbers, None), naming the position.
+
+    The distinct types are looked at first (at C speed: a transcript holds a handful);
+    the positions only when one of them is not a message.
+
+    Raises:
+        InvalidTranscriptError: ``messages[i]`` is not a message (its index is
+            ``offset + i``).
+    """
+    if any(issubclass(kind, _NOT_MESSAGES) for kind in set(map(type, messages))):
+        for index, message in enumerate(messages):
+            if isinstance(message, _NOT_MESSAGES):
+                raise InvalidTranscriptError(
+                    f"expected a message (a dict or an SDK message object), got "
+                    f"{type(message).__name__} {message!r:.60}",
+                    index=offset + index,
+                )
 
 
 def _rebuild(
