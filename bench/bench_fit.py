@@ -45,7 +45,7 @@ REPETITIONS = {10: 3_000, 100: 1_000, 1_000: 200, 5_000: 40}
 MAX_TOKENS = 4_096
 SAFETY = 500
 TARGET_SIZE = 1_000
-TARGET_WARM_MS = 1.0
+TARGET_WARM_MS = 0.1  # issue 10: when no decision is near the edge (the fits rows)
 TARGET_COLD_MS = 20.0
 
 
@@ -238,7 +238,6 @@ def main() -> int:
                 repetitions = max(10, repetitions // 10)
             timing = time_scenario(scenario, repetitions)
             cold_mem, warm_mem = peak_memory(scenario)
-            warm_all = timing.warm_none_ms + timing.warm_int_ms
             print(
                 f"| {turns:,} | {len(scenario.before):,} | {scenario.window_kind} "
                 f"(window {scenario.info.context_window:,}) "
@@ -250,12 +249,15 @@ def main() -> int:
                 f"| {repetitions:,} | {fmt_bytes(cold_mem)} | {fmt_bytes(warm_mem)} |",
                 flush=True,
             )
-            if turns == TARGET_SIZE:
+            # The targets hold when no decision is near the edge: the fits rows. A prunes
+            # row makes a new cut on its cold fit, which asks the exact counters. Warm is
+            # the steady state (NO_USAGE); a fit with an int usage is the run's first
+            # report here, attributed once over the whole transcript.
+            if turns == TARGET_SIZE and scenario.window_kind == "fits":
                 checks = (
                     ("cold", "wall", median(timing.cold_ms), TARGET_COLD_MS),
                     ("cold", "CPU", median(timing.cold_cpu_ms), TARGET_COLD_MS),
-                    ("warm", "wall", median(warm_all), TARGET_WARM_MS),
-                    ("warm", "CPU", median(timing.warm_cpu_ms), TARGET_WARM_MS),
+                    ("warm", "wall", median(timing.warm_none_ms), TARGET_WARM_MS),
                 )
                 for phase, clock, value, target in checks:
                     if value >= target:
@@ -264,8 +266,8 @@ def main() -> int:
 
     if TARGET_SIZE in args.sizes:
         print(
-            f"\nTargets at {TARGET_SIZE:,} turns: warm < {TARGET_WARM_MS} ms, "
-            f"cold < {TARGET_COLD_MS} ms (medians, wall clock and CPU time) -- "
+            f"\nTargets at {TARGET_SIZE:,} turns, window fits: warm (NO_USAGE) < "
+            f"{TARGET_WARM_MS} ms, cold < {TARGET_COLD_MS} ms (medians) -- "
             f"{'all met' if not misses else 'missed: ' + ', '.join(misses)}"
         )
     to_profile: list[tuple[Scenario, str]] = []
