@@ -262,7 +262,9 @@ def main() -> int:
                 for phase, clock, value, target in checks:
                     if value >= target:
                         missed.append((scenario, phase))
-                        misses.append(f"{phase} {scenario.window_kind} ({clock} {fmt_ms(value)} ms)")
+                        misses.append(
+                            f"{phase} {scenario.window_kind} ({clock} {fmt_ms(value)} ms)"
+                        )
 
     if TARGET_SIZE in args.sizes:
         print(
