@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import logging
 import os
+import sqlite3
 import stat
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -99,3 +101,39 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+class _LockedAtFirst:
+    """A connection whose journal-mode switch finds the file locked ``times`` times, as
+    SQLite answers (without waiting) a process opening a new file another one is
+    creating at that moment."""
+
+    def __init__(self, real: Any, times: int) -> None:
+        self.real, self.times, self.switches = real, times, 0
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        if sql == "PRAGMA journal_mode=WAL":
+            self.switches += 1
+            if self.switches <= self.times:
+                raise sqlite3.OperationalError("database is locked")
+        return self.real.execute(sql, *args)
+
+
+def test_a_new_journal_file_locked_by_another_opener_is_waited_for(tmp_path: Path) -> None:
+    # CI saw 1 of 2 processes opening one new runs.db fail with "database is locked".
+    journal = wg.SqliteJournal(tmp_path / "other.db")
+    own = journal._db
+    fresh = sqlite3.connect(tmp_path / "runs.db", isolation_level=None)
+    locked = _LockedAtFirst(fresh, times=3)
+    journal._db = locked  # type: ignore[assignment]
+    journal._use_wal(timeout=5.0)
+    assert locked.switches == 4
+    assert fresh.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    stuck = _LockedAtFirst(sqlite3.connect(tmp_path / "stuck.db"), times=10**6)
+    journal._db = stuck  # type: ignore[assignment]
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        journal._use_wal(timeout=0.05)  # gives up once its timeout has passed
+    fresh.close()
+    stuck.real.close()
+    journal._db = own
+    journal.close()

@@ -139,7 +139,7 @@ class SqliteJournal(Journal):
         except sqlite3.Error as exc:
             raise JournalError(f"cannot open run journal {self.path}: {exc}") from exc
         try:
-            self._db.execute("PRAGMA journal_mode=WAL")
+            self._use_wal(timeout)
             self._db.execute("PRAGMA synchronous=NORMAL")
             with self._transaction():
                 for statement in _SCHEMA.split(";"):
@@ -151,6 +151,29 @@ class SqliteJournal(Journal):
         except (sqlite3.Error, JournalError) as exc:
             self._db.close()
             raise JournalError(f"cannot open run journal {self.path}: {exc}") from exc
+
+    def _use_wal(self, timeout: float) -> None:
+        """Switch the file to write-ahead logging, once for all its users.
+
+        Switching needs the file to itself, and SQLite answers "database is locked" at
+        once (without waiting ``timeout``) when another process opens the same new file
+        at that moment; so it is retried until the file is in WAL mode or ``timeout``
+        has passed.
+        """
+        deadline = time.monotonic() + timeout
+        delay = 0.005
+        while True:
+            try:
+                mode = self._db.execute("PRAGMA journal_mode").fetchone()[0]
+                if str(mode).lower() == "wal":
+                    return
+                self._db.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() + delay > deadline:
+                    raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
