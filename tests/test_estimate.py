@@ -418,12 +418,41 @@ def test_every_character_counts_toward_exactly_one_feature(text: str) -> None:
 def test_byte_sums_are_exact_at_every_length() -> None:
     import random
 
-    from windowguard.estimate import _byte_sum
+    from windowguard.estimate import _bounded_sum
 
     rng = random.Random(5)
-    for length in (0, 1, 256, 257, 65_520, 65_521, 65_522, 200_000):
-        for data in (b"\xff" * length, bytes(rng.randrange(256) for _ in range(min(length, 3000)))):
-            assert _byte_sum(data) == sum(data)
+    for top in (1, 63, 127, 255):
+        chunk = 65_519 // top
+        for length in (0, 1, chunk - 1, chunk, chunk + 1, 3 * chunk + 7, 200_000):
+            for data in (
+                bytes([top]) * length,
+                bytes(rng.randrange(top + 1) for _ in range(min(length, 5_000))),
+            ):
+                assert _bounded_sum(data, chunk) == sum(data)
+
+
+@settings(deadline=None, max_examples=40)
+@given(
+    text=st.tuples(st.text(min_size=1, max_size=200), st.integers(2_000, 20_000)).map(
+        lambda drawn: (drawn[0] * (drawn[1] // len(drawn[0]) + 1))[: drawn[1]]
+    )
+)
+def test_long_texts_equal_the_feature_dot_product(text: str) -> None:
+    """Texts longer than one Adler-32 slice (at most 1,927 bytes) are summed in slices,
+    exactly."""
+    import math
+    import operator
+    from fractions import Fraction
+
+    from windowguard.estimate import _heuristic_tokens, text_features
+
+    features = text_features(text)
+    ceiling = features[-1] + 5 * features[FEATURES.index("control")]
+    for priors in FAMILIES.values():
+        for weights in (priors.prose_weights, priors.dense_weights, priors.schema_weights):
+            dot = Fraction(sum(map(operator.mul, weights, features)))
+            expected = min(ceiling, math.ceil(dot * 17 / 16) + 1)
+            assert _heuristic_tokens(weights, text) == expected
 
 
 # --------------------------------------------------------------------------- per item

@@ -28,9 +28,10 @@ All at C speed, with no Python loop over characters: one ``str.encode``, one
 ``bytes.translate`` into class codes, big-integer arithmetic that puts each code's
 predecessor beside it (a *pair code* per byte), then per weight vector a
 ``bytes.translate`` of the pair codes into per-character costs (weights are multiples
-of 1/256, as two cost bytes) and an exact byte sum (``zlib.adler32``, with a modulus
-check for long texts), plus a ``bytes.count`` per run feature. The features are
-computed once per text; a family's weights are a table applied to them.
+of 1/256, split into two small parts) and an exact byte sum of each (``zlib.adler32``
+over slices short enough that its modulus never wraps), plus a ``bytes.count`` per run
+feature. The features are computed once per text; a family's weights are a table
+applied to them.
 
 The weights ``w`` and the per-message / per-call / per-tool / per-request overheads are
 fitted together per tokenizer family by one linear program (``bench/fit_priors.py``)
@@ -66,6 +67,7 @@ import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
+from zlib import adler32
 
 from .counters import TokenCounter
 from .exceptions import ConfigurationError
@@ -195,12 +197,14 @@ _FEATURE_LETTERS: Final = bytes(
 def _pair_codes(data: bytes) -> tuple[bytes, bytes]:
     """Class codes of ``data`` and, per byte, ``previous code << 4 | own code``.
 
-    The pairs come from big-integer arithmetic on the codes, at C speed: shifting the
-    codes 12 bits puts each byte's predecessor in its high nibble.
+    The pairs come from big-integer arithmetic on the codes, at C speed: adding the
+    codes shifted by 12 bits puts each byte's predecessor in its high nibble.
     """
     codes = data.translate(_CLASS_CODES)
     number = int.from_bytes(codes, "little")
-    return codes, ((number << 12) | number).to_bytes(len(codes) + 1, "little")
+    # number * 4097 is (number << 12) + number, in one pass; codes are below 16, so the
+    # shifted code lands in the empty high nibble of the next byte and nothing carries.
+    return codes, (number * 4097).to_bytes(len(codes) + 1, "little")
 
 
 def text_features(text: str) -> tuple[int, ...]:
@@ -226,7 +230,7 @@ def text_features(text: str) -> tuple[int, ...]:
 
 
 # A weight vector as cost tables: per pair code, its feature's weight in 1/256 tokens,
-# split into a high and a low byte (fitted weights are multiples of 1/256, so the sums
+# split into a high and a low part (fitted weights are multiples of 1/256, so the sums
 # are exact integers: the estimate equals the dot product with text_features()).
 _SCALE: Final = 256
 # The fit sees samples of each content class; texts it never saw (hypothesis finds them)
@@ -236,14 +240,20 @@ _SCALE: Final = 256
 _MARGIN_NUM: Final = 17
 _MARGIN_DEN: Final = 16
 _MARGIN_ADD: Final = 1
-_ADLER_PRIME: Final = 65521
-_INVERSE_PRIME_MOD_255: Final = pow(_ADLER_PRIME, -1, 255)
+_ADLER_EXACT: Final = 65519  # the largest sum whose 1 + sum stays below Adler's 65521
 
 
 @dataclass(frozen=True, slots=True)
 class _CostTables:
-    high: bytes | None  # None: every weight is below one token
+    """A weight vector as two byte tables over pair codes: a character's cost in 1/256
+    tokens is ``high << shift | low``. ``shift`` keeps both parts small, so Adler-32
+    sums ``chunk`` bytes of either exactly in one C call (its first half is 1 + the sum
+    modulo 65521)."""
+
+    high: bytes | None  # None: every cost is below 1 << shift
     low: bytes
+    shift: int
+    chunk: int
     lower_run: int
     upper_run: int
 
@@ -260,35 +270,38 @@ def _cost_tables(weights: tuple[float, ...]) -> _CostTables:
             )
         units.append(unit)
     costs = [0 if f is None else units[f] for f in _PAIR_FEATURE]
-    high = bytes(cost >> 8 for cost in costs)
+    # The split whose larger part is smallest: the longest run Adler-32 sums exactly.
+    # (Both parts must fit in a byte; 8, the plain high and low byte, always does.)
+    shift = min(
+        (s for s in range(1, 9) if max(costs) >> s < 256),
+        key=lambda s: max(max(costs) >> s, (1 << s) - 1),
+    )
+    high = bytes(cost >> shift for cost in costs)
+    low = bytes(cost & ((1 << shift) - 1) for cost in costs)
     return _CostTables(
         high=high if any(high) else None,
-        low=bytes(cost & 255 for cost in costs),
+        low=low,
+        shift=shift,
+        chunk=_ADLER_EXACT // max(1, *high, *low),
         lower_run=units[_PAIR_FEATURES],
         upper_run=units[_PAIR_FEATURES + 1],
     )
 
 
-def _byte_sum(data: bytes) -> int:
-    """The exact sum of the bytes of ``data``, at C speed.
+def _bounded_sum(data: bytes, chunk: int) -> int:
+    """The exact sum of the bytes of ``data``, none above ``_ADLER_EXACT // chunk``.
 
-    Adler-32's first half is 1 + the sum modulo 65521; up to 256 bytes that is the sum.
-    Beyond, the sum modulo 255 (a big integer's base-256 digits, as 256 = 1 mod 255)
-    pins it down (Chinese remainder theorem: exact below 255 x 65521, so for up to
-    65,520 bytes; longer data is summed in slices of that size).
+    Adler-32's first half is (1 + the sum) modulo 65521: the sum itself for up to
+    ``chunk`` such bytes. Longer data is summed in slices of ``chunk`` bytes (views, no
+    copies).
     """
-    if len(data) <= 256:
+    if len(data) <= chunk:
         return (zlib.adler32(data) & 0xFFFF) - 1
-    if len(data) >= _ADLER_PRIME:
-        view = memoryview(data)
-        return sum(
-            _byte_sum(bytes(view[start : start + _ADLER_PRIME - 1]))
-            for start in range(0, len(data), _ADLER_PRIME - 1)
-        )
-    modulo_prime = ((zlib.adler32(data) & 0xFFFF) - 1) % _ADLER_PRIME
-    modulo_255 = int.from_bytes(data, "little") % 255
-    lift = ((modulo_255 - modulo_prime) * _INVERSE_PRIME_MOD_255) % 255
-    return modulo_prime + _ADLER_PRIME * lift
+    view = memoryview(data)
+    return sum(
+        (zlib.adler32(view[start : start + chunk]) & 0xFFFF) - 1
+        for start in range(0, len(data), chunk)
+    )
 
 
 # --------------------------------------------------------------------------- priors
@@ -818,23 +831,25 @@ class Estimator:
     def message_tokens(self, shape: Shape) -> int:
         """Raw estimate of one message: its text, call ids, framing, tool calls and media."""
         priors = self._priors
-        total = priors.message_tokens
-        total += priors.tool_call_tokens * len(shape.opens)
-        total += priors.media_item_tokens * shape.media_items
+        opens = shape.opens
+        total = priors.message_tokens + priors.tool_call_tokens * len(opens)
+        if shape.media_items:
+            total += priors.media_item_tokens * shape.media_items
         counter = self._counter
-        # Some templates show call ids (Mistral's "id"/"call_id"); size them as dense text.
-        for call_id in (*shape.opens, *shape.answers):
-            if counter is not None:
+        if counter is not None:
+            # Some templates show call ids (Mistral's "id"/"call_id"): counted as text.
+            for call_id in (*opens, *shape.answers):
                 total += int(counter.count(call_id))
-            else:
-                total += self._id_tokens(call_id)
-        for segment in shape.segments:
-            if counter is not None:
+            for segment in shape.segments:
                 total += int(counter.count(segment.text))
-            elif segment.content_class == "dense":
-                total += _tokens(self._dense, segment.text)
-            else:
-                total += _tokens(self._prose, segment.text)
+            return total
+        ids = self._ids
+        for call_id in (*opens, *shape.answers):  # sized as dense text, once per id
+            known = ids.get(call_id)
+            total += self._id_tokens(call_id) if known is None else known
+        dense, prose = self._dense, self._prose
+        for segment in shape.segments:
+            total += _tokens(dense if segment.content_class == "dense" else prose, segment.text)
         return total
 
     def tools_tokens(self, tools: Sequence[object] | None) -> int:
@@ -924,13 +939,21 @@ def _tokens(tables: tuple[_CostTables, ...], text: str, *, ceiling: bool = True)
     if not text:
         return 0
     data = text.encode("utf-8", "surrogatepass")
-    codes, pairs = _pair_codes(data)
+    size = len(data)
+    # _pair_codes and _bounded_sum, inlined: this runs once per text of a cold fit.
+    codes = data.translate(_CLASS_CODES)
+    pairs = (int.from_bytes(codes, "little") * 4097).to_bytes(size + 1, "little")
     lower_runs = upper_runs = -1  # counted once, when a weight needs them
     best = 0
     for cost in tables:
-        units = _byte_sum(pairs.translate(cost.low))
+        chunk = cost.chunk
+        part = pairs.translate(cost.low)
+        units = (adler32(part) & 0xFFFF) - 1 if size < chunk else _bounded_sum(part, chunk)
         if cost.high is not None:
-            units += _SCALE * _byte_sum(pairs.translate(cost.high))
+            part = pairs.translate(cost.high)
+            units += (
+                (adler32(part) & 0xFFFF) - 1 if size < chunk else _bounded_sum(part, chunk)
+            ) << cost.shift
         if cost.lower_run:
             if lower_runs < 0:
                 lower_runs = codes.count(_LOWER_RUN)
@@ -939,14 +962,15 @@ def _tokens(tables: tuple[_CostTables, ...], text: str, *, ceiling: bool = True)
             if upper_runs < 0:
                 upper_runs = codes.count(_UPPER_RUN)
             units += cost.upper_run * upper_runs
-        best = max(best, units)
+        if units > best:
+            best = units
     # The generalisation margin (x 17/16, + 1), then ceil to whole tokens; a byte-level
     # BPE emits at most one token per byte of what the template shows: the text, where a
     # control character may be JSON-escaped into six bytes (\u00XX).
     tokens = -(-best * _MARGIN_NUM // (_MARGIN_DEN * _SCALE)) + _MARGIN_ADD
-    if tokens <= len(data) or not ceiling:
+    if tokens <= size or not ceiling:
         return tokens
-    return min(tokens, len(data) + _ESCAPE_BYTES * codes.count(_CONTROL))
+    return min(tokens, size + _ESCAPE_BYTES * codes.count(_CONTROL))
 
 
 def _heuristic_tokens(weights: tuple[float, ...], text: str) -> int:
