@@ -21,7 +21,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from .accounting.ledger import Entry, Ledger
+from .accounting.ledger import Entry, Ledger, leave_room
 from .adapters import format_evidence, shaper
 from .adapters.anthropic import shape_system
 from .estimate import Estimator
@@ -61,9 +61,10 @@ class Transcript:
         cache = self.cache
         entries: list[Entry] = []
         add = entries.append
+        lookup = cache.get if cache else _NOTHING.get  # a cold fit has nothing cached
         for message in new:
             key = id(message)
-            entry = cache.get(key)
+            entry = lookup(key)
             if entry is None or entry.message is not message:
                 try:
                     shape = shape_of(message)
@@ -127,6 +128,7 @@ def _starts_with(messages: Sequence[object], seen: list[object]) -> bool:
     return all(map(operator.is_, seen, messages))
 
 
+_NOTHING: Final[dict[int, Entry]] = {}
 _NOT_MESSAGES: Final = (str, bytes, int, float, bool, type(None))
 
 
@@ -166,6 +168,7 @@ def _rebuild(
     entries = run._entries(messages, estimator)
     run.ledger.adopt(entries, bases)
     run.seen.extend(messages)
+    leave_room(run.seen)
     run.index.extend(e.shape for e in entries)
     return run
 

@@ -34,10 +34,12 @@ Invariants:
 
 from __future__ import annotations
 
+import itertools
 import math
+import operator
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from ..shapes import Shape
 
@@ -54,6 +56,32 @@ __all__ = [
 
 REWRITES_HISTORY: Final = frozenset({"qwen", "claude"})
 """Families whose templates shorten earlier turns when a new user message arrives."""
+
+
+_RAW: Final = operator.attrgetter("raw")
+_MEASURED: Final = operator.attrgetter("measured")
+_LOCAL: Final = operator.attrgetter("local")
+
+
+def leave_room(items: list[Any]) -> None:
+    """Give a list that was just extended at once room to grow.
+
+    ``list.extend`` by many items allocates exactly, so the next send's append would
+    copy the whole list; one append (which over-allocates by an eighth) and a pop leave
+    the room, once per rebuild.
+    """
+    if items:
+        items.append(items[-1])
+        items.pop()
+
+
+def _nothing_known(entries: Sequence[Entry]) -> bool:
+    """Whether none of ``entries`` is measured or counted locally (checked at C speed)."""
+    measured = list(map(_MEASURED, entries))
+    if measured.count(None) != len(measured):
+        return False
+    local = list(map(_LOCAL, entries))
+    return local.count(None) == len(local)
 
 
 class Entry:
@@ -212,6 +240,8 @@ class Ledger:
         for offset, entry in enumerate(entries):
             entry.index = start + offset
         self.entries.extend(entries)
+        if len(entries) > 32:
+            leave_room(self.entries)
         self.version += 1
 
     def adopt(self, entries: Sequence[Entry], bases: dict[Hashable, BaseValue]) -> None:
@@ -256,7 +286,20 @@ class Ledger:
             del measured[start + 1 :], est[start + 1 :], local[start + 1 :]
             del unmeasured[start + 1 :]
             m, e, c, u = measured[start], est[start], local[start], unmeasured[start]
-            for entry in entries[start:]:
+            new = entries[start:]
+            if len(new) > 32 and _nothing_known(new):  # a cold fit: all heuristic estimates
+                count = len(new)
+                est.extend(
+                    itertools.islice(itertools.accumulate(map(_RAW, new), initial=e), 1, None)
+                )
+                measured.extend(itertools.repeat(m, count))
+                local.extend(itertools.repeat(c, count))
+                unmeasured.extend(range(u + 1, u + count + 1))
+                for prefix in (measured, est, local, unmeasured):
+                    leave_room(prefix)
+                self._dirty = len(entries)
+                return measured, est, local, unmeasured
+            for entry in new:
                 value = entry.measured
                 if value is not None:
                     m += value
