@@ -90,3 +90,25 @@ def test_a_well_typed_system_is_counted() -> None:
 def test_bad_constructor_arguments_are_refused_at_once(option: str, value: Any) -> None:
     with pytest.raises(wg.ConfigurationError, match=option):
         _manager(**{option: value})
+
+
+class _Uncomparable(dict):  # type: ignore[type-arg]
+    """A message whose == raises, as content holding arrays does."""
+
+    def __eq__(self, other: object) -> bool:
+        raise ValueError("The truth value of an array with more than one element is ambiguous")
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def test_a_replaced_message_whose_equality_raises_is_sized_again() -> None:
+    mgr = wg.ContextWindowManager(model_info=wg.ModelInfo(50_000, tokenizer="o200k"))
+    messages = [
+        _Uncomparable(role="system", content="s"),
+        {"role": "user", "content": "task"},
+    ]
+    mgr.fit(messages, max_tokens=100)
+    messages[0] = _Uncomparable(role="system", content="s " * 500)
+    grown = mgr.fit(messages, max_tokens=100, last_usage=wg.NO_USAGE)
+    fresh = wg.ContextWindowManager(model_info=wg.ModelInfo(50_000, tokenizer="o200k"))
+    assert grown.estimated_tokens == fresh.fit(messages, max_tokens=100).estimated_tokens
