@@ -71,15 +71,8 @@ from windowguard.estimate import (  # noqa: E402
 )
 from windowguard.templates import count_prompt, count_prompt_parts  # noqa: E402
 
-EXACT_FAMILIES = ("o200k", "cl100k", "llama3", "llama4", "qwen", "mistral")
-TEMPLATE_OF = {
-    "o200k": "openai",
-    "cl100k": "openai",
-    "llama3": "llama3",
-    "llama4": "llama3",
-    "qwen": "qwen",
-    "mistral": "mistral",
-}
+EXACT_FAMILIES = ex.FAMILIES
+TEMPLATE_OF = ex.TEMPLATE_OF
 # Tokens the template writes around every message and every tool call, by template:
 # openai: 3 + the role; llama3: header ids, role, "\n\n", eot; qwen: im_start, role,
 # im_end, "\n" and the <tool_call> JSON frame; mistral: [INST]/[/INST] and [TOOL_CALLS].
@@ -816,43 +809,10 @@ def message_increments(counter: Any, template: str, messages: list[dict[str, Any
     return out
 
 
-# A small conversation each generated text is appended to, as a tool result answering
-# CALL or as a user message after REPLY; TAIL ends both sides of an increment (Qwen opens
-# a think block on a trailing assistant message, Mistral writes the system prompt into
-# the last user message). tests/test_estimate_properties.py measures the same way.
-SYSTEM = {"role": "system", "content": "You are a helpful assistant."}
-TASK = {"role": "user", "content": "Please help with this task."}
-CALL = {
-    "role": "assistant",
-    "content": None,
-    "tool_calls": [
-        {
-            "id": "call_0",
-            "type": "function",
-            "function": {"name": "read_file", "arguments": '{"path": "notes.txt"}'},
-        }
-    ],
-}
-REPLY = {"role": "assistant", "content": "Sure."}
-TAIL = {"role": "user", "content": "ok"}
+# The conversation each generated text is appended to (tests/exact_tokenizers.py).
+SYSTEM, TASK, TAIL = ex.SYSTEM, ex.TASK, ex.TAIL
 KINDS = ("tool", "user")
-
-
-def as_message(kind: str, text: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The conversation before ``text`` and ``text`` as a tool result or user message."""
-    if kind == "tool":
-        return [SYSTEM, TASK, CALL], {"role": "tool", "tool_call_id": "call_0", "content": text}
-    return [SYSTEM, TASK, REPLY], {"role": "user", "content": text}
-
-
-def message_cost(counter: Any, template: str, kind: str, text: str) -> int:
-    """Exact tokens the template adds for ``text`` as a ``kind`` message."""
-    prefix, message = as_message(kind, text)
-    if template == "openai":  # OpenAI's accounting is additive per message
-        parts = count_prompt_parts(counter, [*prefix, message], None, template=template)
-        return parts.message_tokens[-1]
-    with_it = count_prompt(counter, [*prefix, message, TAIL], None, template=template)
-    return with_it - count_prompt(counter, [*prefix, TAIL], None, template=template)
+as_message, message_cost = ex.as_message, ex.message_cost
 
 
 MemoCounter = ex.MemoCounter

@@ -33,6 +33,56 @@ TOKENIZERS_DIR = SHARED / "tokenizers"
 CORPUS_DIR = SHARED / "corpus"
 
 FAMILIES = ("o200k", "cl100k", "llama3", "llama4", "qwen", "mistral")
+# The chat template each family is measured with (windowguard.templates).
+TEMPLATE_OF = {
+    "o200k": "openai",
+    "cl100k": "openai",
+    "llama3": "llama3",
+    "llama4": "llama3",
+    "qwen": "qwen",
+    "mistral": "mistral",
+}
+
+# A small conversation a text is appended to, to measure what the template adds for it:
+# as a tool result answering CALL, or as a user message after REPLY. TAIL ends both sides
+# of an increment (Qwen opens a think block on a trailing assistant message, Mistral
+# writes the system prompt into the last user message). The fit (bench/fit_priors.py)
+# and the property tests (tests/test_estimate_properties.py) measure the same way.
+SYSTEM = {"role": "system", "content": "You are a helpful assistant."}
+TASK = {"role": "user", "content": "Please help with this task."}
+CALL = {
+    "role": "assistant",
+    "content": None,
+    "tool_calls": [
+        {
+            "id": "call_0",
+            "type": "function",
+            "function": {"name": "read_file", "arguments": '{"path": "notes.txt"}'},
+        }
+    ],
+}
+REPLY = {"role": "assistant", "content": "Sure."}
+TAIL = {"role": "user", "content": "ok"}
+
+
+def as_message(kind: str, text: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The conversation before ``text`` and ``text`` as a tool result or user message."""
+    if kind == "tool":
+        return [SYSTEM, TASK, CALL], {"role": "tool", "tool_call_id": "call_0", "content": text}
+    return [SYSTEM, TASK, REPLY], {"role": "user", "content": text}
+
+
+def message_cost(counter: TokenCounter, template: str, kind: str, text: str) -> int:
+    """Exact tokens the template adds for ``text`` as a ``kind`` message."""
+    from windowguard.templates import count_prompt, count_prompt_parts
+
+    prefix, message = as_message(kind, text)
+    if template == "openai":  # OpenAI's accounting is additive per message
+        parts = count_prompt_parts(counter, [*prefix, message], None, template=template)
+        return parts.message_tokens[-1]
+    with_it = count_prompt(counter, [*prefix, message, TAIL], None, template=template)
+    return with_it - count_prompt(counter, [*prefix, TAIL], None, template=template)
+
 
 # Meta's split patterns (llama_models/llama3/tokenizer.py, llama_models/llama4/tokenizer.py).
 _LLAMA3_PATTERN = (

@@ -31,15 +31,8 @@ from windowguard.exceptions import ConfigurationError
 from windowguard.shapes import Segment, Shape
 from windowguard.templates import count_prompt
 
-EXACT = ("o200k", "cl100k", "llama3", "llama4", "qwen", "mistral")
-TEMPLATE_OF = {
-    "o200k": "openai",
-    "cl100k": "openai",
-    "llama3": "llama3",
-    "llama4": "llama3",
-    "qwen": "qwen",
-    "mistral": "mistral",
-}
+EXACT = ex.FAMILIES
+TEMPLATE_OF = ex.TEMPLATE_OF
 
 texts = st.text(max_size=300)
 segments = st.builds(Segment, content_class=st.sampled_from(["prose", "dense"]), text=texts)

@@ -38,17 +38,10 @@ from windowguard.estimate import (
     Estimator,
     text_features,
 )
-from windowguard.templates import count_prompt, count_prompt_parts
+from windowguard.templates import count_prompt
 
-EXACT = ("o200k", "cl100k", "llama3", "llama4", "qwen", "mistral")
-TEMPLATE_OF = {
-    "o200k": "openai",
-    "cl100k": "openai",
-    "llama3": "llama3",
-    "llama4": "llama3",
-    "qwen": "qwen",
-    "mistral": "mistral",
-}
+EXACT = ex.FAMILIES
+TEMPLATE_OF = ex.TEMPLATE_OF
 # A few examples per family and class keep the file well under a minute on 2 cores; the
 # fit (bench/fit_priors.py) covers thousands of generated texts of the same classes.
 EXAMPLES = 10
@@ -60,31 +53,7 @@ PROPERTY = settings(
 # --------------------------------------------------------------------------- exact
 
 
-SYSTEM = {"role": "system", "content": "You are a helpful assistant."}
-TASK = {"role": "user", "content": "Please help with this task."}
-CALL = {
-    "role": "assistant",
-    "content": None,
-    "tool_calls": [
-        {
-            "id": "call_0",
-            "type": "function",
-            "function": {"name": "read_file", "arguments": '{"path": "notes.txt"}'},
-        }
-    ],
-}
-REPLY = {"role": "assistant", "content": "Sure."}
-# A fixed last message: Qwen opens a think block on a trailing assistant message and
-# Mistral writes the system prompt into the last user message, so both sides of an
-# increment end with the same message.
-TAIL = {"role": "user", "content": "ok"}
-
-
-def as_message(kind: str, text: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """A conversation ending in ``text`` as a tool result or as a user message."""
-    if kind == "tool":
-        return [SYSTEM, TASK, CALL], {"role": "tool", "tool_call_id": "call_0", "content": text}
-    return [SYSTEM, TASK, REPLY], {"role": "user", "content": text}
+SYSTEM, TASK, as_message = ex.SYSTEM, ex.TASK, ex.as_message
 
 
 @functools.cache
@@ -95,13 +64,7 @@ def counter(family: str) -> ex.MemoCounter:
 @functools.lru_cache(maxsize=20_000)
 def exact_message(family: str, kind: str, text: str) -> int:
     """Tokens the family's template adds for ``text`` as a ``kind`` message."""
-    prefix, message = as_message(kind, text)
-    template = TEMPLATE_OF[family]
-    if template == "openai":  # OpenAI's accounting is additive per message
-        parts = count_prompt_parts(counter(family), [*prefix, message], None, template=template)
-        return parts.message_tokens[-1]
-    with_it = count_prompt(counter(family), [*prefix, message, TAIL], None, template=template)
-    return with_it - count_prompt(counter(family), [*prefix, TAIL], None, template=template)
+    return ex.message_cost(counter(family), TEMPLATE_OF[family], kind, text)
 
 
 def estimate_message(est: Estimator, kind: str, text: str) -> int:
