@@ -1247,7 +1247,12 @@ def write_block(fitted: dict[str, dict[str, Any]]) -> None:
     start = text.index("# BEGIN FITTED PRIORS\n") + len("# BEGIN FITTED PRIORS\n")
     end = text.index("# END FITTED PRIORS")
     lines = ["# fmt: off", "_FITTED: dict[str, dict[str, Any]] = {"]
+    aliases = []  # a family fitted to the same target as an earlier one shares its values
     for name, values in fitted.items():
+        same = next((other for other in fitted if other != name and fitted[other] == values), None)
+        if same is not None and list(fitted).index(same) < list(fitted).index(name):
+            aliases.append(f"_FITTED[{json.dumps(name)}] = _FITTED[{json.dumps(same)}]")
+            continue
         lines.append(f"    {json.dumps(name)}: {{")
         for key, value in values.items():
             if isinstance(value, list):  # one line per ASCII class, then the rest
@@ -1258,7 +1263,7 @@ def write_block(fitted: dict[str, dict[str, Any]]) -> None:
             else:
                 lines.append(f"        {json.dumps(key)}: {json.dumps(value)},")
         lines.append("    },")
-    lines += ["}", "# fmt: on"]
+    lines += ["}", *aliases, "# fmt: on"]
     path.write_text(text[:start] + "\n".join(lines) + "\n" + text[end:])
     subprocess.run([sys.executable, "-m", "ruff", "format", str(path)], check=True)
 
