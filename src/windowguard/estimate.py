@@ -809,10 +809,8 @@ class Estimator:
             for segment in shape.segments:
                 total += int(counter.count(segment.text))
             return total
-        ids = self._ids
         for call_id in (*opens, *shape.answers):  # sized as dense text, once per id
-            known = ids.get(call_id)
-            total += self._id_tokens(call_id) if known is None else known
+            total += self._id_tokens(call_id)
         dense, prose = self._dense, self._prose
         for segment in shape.segments:
             total += _tokens(dense if segment.content_class == "dense" else prose, segment.text)
