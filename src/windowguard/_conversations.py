@@ -1,0 +1,222 @@
+"""Per-conversation fitting state for callers that keep their own loop.
+
+``wg.guard``, the framework integrations and the proxy see one request at a time: the
+caller keeps the full transcript and re-sends it whole on every call. Calibration,
+the usage ledger and the low-water cut are per run, so each conversation needs its
+own :class:`~windowguard.ContextWindowManager`, and the usage of its previous send.
+
+A :class:`ConversationStore` finds that state by a key: by default a digest of the
+conversation's head (the system prompt through the first user message) and the model,
+so a caller that re-sends the same transcript gets the same state back with no extra
+code. ``guarded.conversation(key)`` pins a key explicitly.
+
+Invariants:
+
+- The store is bounded: at most ``max_conversations`` entries, least recently used
+  evicted first, and entries idle longer than ``ttl_seconds`` forgotten. Forgetting
+  is harmless: the next send starts a new run (``last_usage=None``), which only costs
+  the ledger's measurements and the calibration, never correctness.
+- :meth:`Conversation.begin` hands out the usage of the previous send exactly once:
+  a send that got no usage back (an error, a stream cut short) is followed by
+  ``NO_USAGE``, never by a stale report that would mis-measure the ledger.
+- Each conversation has a lock, so two threads sharing one conversation fit and
+  record one after the other.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Final
+
+from .estimate import NO_USAGE
+from .exceptions import ConfigurationError
+from .manager import ContextWindowManager, Fit
+
+DEFAULT_MAX_CONVERSATIONS: Final = 1024
+DEFAULT_TTL_SECONDS: Final = 3600.0
+
+_NOT_SENT: Final = object()
+
+
+class Conversation:
+    """One conversation's manager and the usage of its previous send.
+
+    Use :meth:`fit` before a send, then :meth:`record` with the provider's usage (or
+    None when the send failed or reported none).
+    """
+
+    __slots__ = ("_previous", "key", "lock", "manager", "touched")
+
+    def __init__(self, key: str, manager: ContextWindowManager) -> None:
+        self.key = key
+        self.manager = manager
+        self.lock = threading.RLock()
+        self.touched = time.monotonic()
+        self._previous: object = _NOT_SENT
+
+    @property
+    def started(self) -> bool:
+        """True once a request of this conversation was fitted."""
+        return self._previous is not _NOT_SENT
+
+    def begin(self) -> object:
+        """The ``last_usage`` for the next fit: None on the first send, then the usage
+        recorded for the previous send (``NO_USAGE`` when none was recorded)."""
+        previous = self._previous
+        self._previous = NO_USAGE
+        return None if previous is _NOT_SENT else previous
+
+    def fit(self, messages: Sequence[object], **options: Any) -> Fit:
+        """Fit one request of this conversation (``last_usage`` is filled in).
+
+        Args:
+            messages: the full transcript, as the caller sends it.
+            **options: any other :meth:`ContextWindowManager.fit` argument.
+        """
+        with self.lock:
+            self.touched = time.monotonic()
+            last_usage = self.begin()
+            try:
+                return self.manager.fit(messages, last_usage=last_usage, **options)
+            except BaseException:
+                # Nothing was sent. The manager has taken in ``last_usage`` already, so the
+                # next fit says "no new usage"; a conversation that never sent starts over.
+                self._previous = _NOT_SENT if last_usage is None else NO_USAGE
+                raise
+
+    def record(self, usage: object) -> None:
+        """The provider's usage for the request just fitted (None: none came back)."""
+        with self.lock:
+            self._previous = NO_USAGE if usage is None else usage
+
+
+class ConversationStore:
+    """Conversations by key, bounded by count (LRU) and idle time (TTL).
+
+    Args:
+        factory: makes the manager of a new conversation (fresh per-run state).
+        max_conversations: entries kept; the least recently used goes first.
+        ttl_seconds: an entry idle this long is forgotten (None: never).
+    """
+
+    def __init__(
+        self,
+        factory: Callable[[], ContextWindowManager],
+        *,
+        max_conversations: int = DEFAULT_MAX_CONVERSATIONS,
+        ttl_seconds: float | None = DEFAULT_TTL_SECONDS,
+    ) -> None:
+        if (
+            not isinstance(max_conversations, int)
+            or isinstance(max_conversations, bool)
+            or max_conversations < 1
+        ):
+            raise ConfigurationError(
+                f"max_conversations must be a positive int, got {max_conversations!r}"
+            )
+        if ttl_seconds is not None and (
+            not isinstance(ttl_seconds, (int, float))
+            or isinstance(ttl_seconds, bool)
+            or ttl_seconds <= 0
+        ):
+            raise ConfigurationError(
+                f"ttl_seconds must be a positive number or None, got {ttl_seconds!r}"
+            )
+        self._factory = factory
+        self.max_conversations = max_conversations
+        self.ttl_seconds = None if ttl_seconds is None else float(ttl_seconds)
+        self._entries: OrderedDict[str, Conversation] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._entries
+
+    def get(self, key: str) -> Conversation:
+        """The conversation under ``key``, made on first use."""
+        if not isinstance(key, str) or not key:
+            raise ConfigurationError(f"a conversation key must be a non-empty str, got {key!r}")
+        now = time.monotonic()
+        with self._lock:
+            self._expire(now)
+            entry = self._entries.get(key)
+            if entry is None:
+                entry = Conversation(key, self._factory())
+                self._entries[key] = entry
+                while len(self._entries) > self.max_conversations:
+                    self._entries.popitem(last=False)
+            else:
+                self._entries.move_to_end(key)
+            entry.touched = now
+            return entry
+
+    def _expire(self, now: float) -> None:
+        ttl = self.ttl_seconds
+        if ttl is None:
+            return
+        while self._entries:
+            oldest = next(iter(self._entries.values()))
+            if now - oldest.touched <= ttl:
+                return
+            self._entries.popitem(last=False)
+
+
+def head_key(
+    messages: Sequence[object],
+    *,
+    system: object = None,
+    model: object = None,
+    extra: Iterable[object] = (),
+) -> str:
+    """A digest of a conversation's identity: the model, the system prompt and the
+    messages up to and including the first user message.
+
+    Messages may be dicts or SDK/pydantic objects. A transcript with no user message
+    is keyed by its first message alone.
+    """
+    head: list[object] = []
+    for message in messages:
+        head.append(_plain(message))
+        if _role(message) == "user":
+            break
+    if not head and messages:
+        head.append(_plain(messages[0]))
+    material = {
+        "model": _plain(model),
+        "system": _plain(system),
+        "head": head,
+        "extra": [_plain(item) for item in extra],
+    }
+    text = json.dumps(material, sort_keys=True, default=repr, ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def _role(message: object) -> object:
+    if isinstance(message, Mapping):
+        return message.get("role")
+    return getattr(message, "role", None)
+
+
+def _plain(value: object) -> object:
+    """A JSON-able rendering of a message or a part of one (dicts, lists, pydantic
+    models, SDK objects); anything else by ``repr``."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        try:
+            return _plain(dump(mode="json"))
+        except Exception:  # a model that cannot dump itself is keyed by repr
+            return repr(value)
+    return repr(value)
