@@ -1,0 +1,1 @@
+"""Drop-in integrations with agent frameworks: each module imports its framework lazily."""
