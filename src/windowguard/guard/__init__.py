@@ -1,0 +1,406 @@
+"""``wg.guard(client)``: an OpenAI or Anthropic client that never overflows the window.
+
+::
+
+    import openai
+    import windowguard as wg
+
+    client = wg.guard(openai.OpenAI())
+    reply = client.chat.completions.create(model="gpt-4o", messages=transcript)
+
+The guarded client is used exactly like the client it wraps. Its model calls
+(``chat.completions.create``, ``responses.create``, ``messages.create``,
+``messages.stream``, streamed or not) are fitted first: the oldest whole turns are
+dropped until the request fits (head and newest turn always kept, a tool call never
+separated from its result), the reply budget is fitted, the tools are counted; then the
+call is made with the SDK's own method on the wrapped client, and the SDK's own response
+or stream comes back. Its usage is fed back to the conversation's manager (calibration,
+ledger), from the response or, for a stream, from the event that reports it.
+
+Invariants:
+
+- Everything else is the wrapped client's own: attribute access, resources, raw and
+  streaming-response wrappers pass through unchanged; ``with_options`` / ``copy``
+  return a guarded client sharing this one's conversations.
+- The caller keeps its whole transcript and sends it whole every time. Per-conversation
+  state is found by the conversation's head (system prompt through the first user
+  message) and model, in an LRU of ``max_conversations`` per endpoint and model;
+  :meth:`GuardedClient.conversation` pins an explicit key.
+- A call that cannot fit raises :class:`~windowguard.ContextTruncatedError` before any
+  HTTP request. An overflow the provider reports anyway is learned from and re-raised
+  as the SDK's own error.
+- Importing this module imports no SDK: a client is recognised by its class, whose SDK
+  the caller has imported already.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterable
+from types import TracebackType
+from typing import Any
+
+from ..catalog import ModelInfo
+from ..exceptions import ConfigurationError
+from ..manager import ContextWindowManager
+from ..prune import PruningPolicy
+from ..sinks import Sink
+from ._apis import ANTHROPIC_MESSAGES, CHAT, RESPONSES, Api
+from ._core import DEFAULT_MAX, DEFAULT_TIMEOUT, Guard, GuardPassthrough, Send
+from ._streams import tap, tap_async
+
+__all__ = ["AsyncGuardedClient", "GuardPassthrough", "GuardedClient", "guard"]
+
+
+def guard(
+    client: Any,
+    *,
+    model_info: ModelInfo | None = None,
+    safety: int | None = None,
+    pruning: PruningPolicy | None = None,
+    sinks: Iterable[Sink] = (),
+    strict: bool | None = None,
+    manager: ContextWindowManager | None = None,
+    max_conversations: int = DEFAULT_MAX,
+    discover: bool | None = None,
+    discovery_timeout: float = DEFAULT_TIMEOUT,
+) -> Any:
+    """Wrap an ``openai`` or ``anthropic`` client (sync or async) so no call overflows.
+
+    Example:
+        >>> import openai, windowguard as wg  # doctest: +SKIP
+        >>> client = wg.guard(openai.OpenAI(base_url="http://127.0.0.1:8000/v1"))  # doctest: +SKIP
+
+    Args:
+        client: an ``openai.OpenAI`` / ``openai.AsyncOpenAI`` (Azure ones too) or
+            ``anthropic.Anthropic`` / ``anthropic.AsyncAnthropic``.
+        model_info: the limits of every model used through this client (they win over
+            discovery and the catalog).
+        safety: tokens kept free below the window (default 500).
+        pruning: ``"low_water"`` (default, cache-friendly) or ``"minimal"``.
+        sinks: event sinks: each fit's events (``context_estimate``,
+            ``transcript_pruned``, ``max_tokens_shrunk``, ``usage_measured`` ...), a
+            ``context_pressure`` event for each send whose usage came back, and
+            ``guard_passthrough`` for a call sent unchanged.
+        strict: raise :class:`~windowguard.InvalidTranscriptError` on a damaged
+            transcript instead of passing it on.
+        manager: a configured :class:`~windowguard.ContextWindowManager`, copied for each
+            conversation (instead of ``model_info``, ``safety``, ``pruning``, ``strict``).
+        max_conversations: conversations remembered per endpoint and model (LRU).
+        discover: ask the client's endpoint for the window it serves and its count API
+            (cached per endpoint and model); None: yes, unless it is
+            ``api.openai.com`` / ``api.anthropic.com``, whose count APIs are known and
+            whose windows the catalog has; False: no request but the caller's own.
+        discovery_timeout: seconds for each discovery.
+
+    Returns:
+        A :class:`GuardedClient` (or :class:`AsyncGuardedClient` for an async client).
+
+    Raises:
+        ConfigurationError: ``client`` is not a supported SDK client, or an option is
+            unusable.
+    """
+    vendor, is_async = _kind_of(client)
+    state = Guard(
+        vendor=vendor,
+        model_info=model_info,
+        safety=safety,
+        pruning=pruning,
+        sinks=sinks,
+        strict=strict,
+        manager=manager,
+        max_conversations=max_conversations,
+        discover=discover,
+        discovery_timeout=discovery_timeout,
+    )
+    cls = AsyncGuardedClient if is_async else GuardedClient
+    return cls(state, client)
+
+
+_CLIENTS = {
+    ("openai", "OpenAI"): ("openai", False),
+    ("openai", "AsyncOpenAI"): ("openai", True),
+    ("anthropic", "Anthropic"): ("anthropic", False),
+    ("anthropic", "AsyncAnthropic"): ("anthropic", True),
+}
+
+
+def _kind_of(client: object) -> tuple[str, bool]:
+    if isinstance(client, (GuardedClient, AsyncGuardedClient)):
+        raise ConfigurationError("this client is guarded already; guard the original once")
+    for (module, name), kind in _CLIENTS.items():
+        sdk = sys.modules.get(module)
+        cls = getattr(sdk, name, None) if sdk is not None else None
+        if isinstance(cls, type) and isinstance(client, cls):
+            return kind
+    raise ConfigurationError(
+        "wg.guard() takes an openai.OpenAI, openai.AsyncOpenAI, anthropic.Anthropic or "
+        f"anthropic.AsyncAnthropic client, got {type(client).__module__}."
+        f"{type(client).__qualname__}"
+    )
+
+
+# -- the clients ----------------------------------------------------------------------
+
+
+class _Base:
+    """What the sync and async guarded clients share: delegation and views."""
+
+    __slots__ = ("_client", "_guard", "_key")
+
+    def __init__(self, state: Guard, client: Any, key: str | None = None) -> None:
+        self._guard = state
+        self._client = client
+        self._key = key
+
+    @property
+    def wrapped_client(self) -> Any:
+        """The SDK client this one guards."""
+        return self._client
+
+    def conversation(self, key: str) -> Any:
+        """A view of this client whose calls all belong to the conversation ``key``.
+
+        Args:
+            key: any non-empty string naming the conversation.
+
+        Raises:
+            ConfigurationError: ``key`` is not a non-empty str.
+        """
+        if not isinstance(key, str) or not key:
+            raise ConfigurationError(f"a conversation key must be a non-empty str, got {key!r}")
+        return type(self)(self._guard, self._client, key)
+
+    def with_options(self, **options: Any) -> Any:
+        """The wrapped client's ``with_options``, guarded with the same conversations."""
+        return type(self)(self._guard, self._client.with_options(**options), self._key)
+
+    def copy(self, **options: Any) -> Any:
+        """The wrapped client's ``copy``, guarded with the same conversations."""
+        return type(self)(self._guard, self._client.copy(**options), self._key)
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._client, name)
+        guarded = _RESOURCES.get((self._guard.vendor, name))
+        if guarded is None:
+            return value
+        return _Resource(self, value, guarded)
+
+    def __repr__(self) -> str:
+        pinned = f", conversation={self._key!r}" if self._key else ""
+        return f"<{type(self).__name__} of {self._client!r}{pinned}>"
+
+
+class GuardedClient(_Base):
+    """A sync OpenAI or Anthropic client whose model calls are fitted (see :func:`guard`)."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> GuardedClient:
+        self._client.__enter__()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._client.__exit__(exc_type, exc, tb)
+
+    def _send(self, api: Api, call: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+        send = self._prepare(api, kwargs)
+        if send is None:
+            return call(**kwargs)
+        try:
+            result = call(**send.kwargs)
+        except BaseException as exc:
+            send.failed(exc)
+            raise
+        if send.request.stream:
+            tap(result, send.usage)
+        else:
+            send.received(result)
+        return result
+
+    def _prepare(self, api: Api, kwargs: dict[str, Any]) -> Send | None:
+        request = self._guard.request(api, kwargs)
+        if request is None:
+            return None
+        conversation, _ = self._guard.conversation_for(request, self._client, self._key)
+        return self._guard.fit(request, conversation)
+
+    def _stream(self, api: Api, call: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+        return _StreamManager(self, api, call, kwargs)
+
+
+class AsyncGuardedClient(_Base):
+    """An async OpenAI or Anthropic client whose model calls are fitted (see :func:`guard`)."""
+
+    __slots__ = ()
+
+    async def __aenter__(self) -> AsyncGuardedClient:
+        await self._client.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._client.__aexit__(exc_type, exc, tb)
+
+    async def _send(self, api: Api, call: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+        send = await self._prepare(api, kwargs)
+        if send is None:
+            return await call(**kwargs)
+        try:
+            result = await call(**send.kwargs)
+        except BaseException as exc:
+            send.failed(exc)
+            raise
+        if send.request.stream:
+            tap_async(result, send.usage)
+        else:
+            send.received(result)
+        return result
+
+    async def _prepare(self, api: Api, kwargs: dict[str, Any]) -> Send | None:
+        request = self._guard.request(api, kwargs)
+        if request is None:
+            return None
+        conversation, _ = await self._guard.aconversation_for(request, self._client, self._key)
+        return await self._guard.afit(request, conversation)
+
+    def _stream(self, api: Api, call: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+        return _AsyncStreamManager(self, api, call, kwargs)
+
+
+# -- resources ------------------------------------------------------------------------
+
+# (vendor, attribute) -> {method: (api, how)}; nested resources map to a further dict.
+_Methods = dict[str, Any]
+_RESOURCES: dict[tuple[str, str], _Methods] = {
+    ("openai", "chat"): {"completions": {"create": (CHAT, "send")}},
+    ("openai", "responses"): {"create": (RESPONSES, "send")},
+    ("anthropic", "messages"): {
+        "create": (ANTHROPIC_MESSAGES, "send"),
+        "stream": (ANTHROPIC_MESSAGES, "stream"),
+    },
+}
+
+
+class _Resource:
+    """An SDK resource (``client.chat``, ``client.messages`` ...) whose model calls are
+    guarded; everything else is the resource's own."""
+
+    __slots__ = ("_client", "_methods", "_target")
+
+    def __init__(self, client: _Base, target: Any, methods: _Methods) -> None:
+        self._client = client
+        self._target = target
+        self._methods = methods
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._target, name)
+        entry = self._methods.get(name)
+        if entry is None:
+            return value
+        if isinstance(entry, dict):
+            return _Resource(self._client, value, entry)
+        api, how = entry
+        client = self._client
+
+        def guarded(**kwargs: Any) -> Any:
+            if how == "stream":
+                return client._stream(api, value, kwargs)
+            return client._send(api, value, kwargs)
+
+        guarded.__name__ = name
+        guarded.__doc__ = getattr(value, "__doc__", None)
+        return guarded
+
+    def __repr__(self) -> str:
+        return f"<guarded {self._target!r}>"
+
+
+class _StreamManager:
+    """``messages.stream(...)``: fits on entry, then enters the SDK's own stream manager
+    and returns the SDK's own ``MessageStream``, tapped for its usage."""
+
+    __slots__ = ("_api", "_call", "_client", "_kwargs", "_manager")
+
+    def __init__(
+        self, client: GuardedClient, api: Api, call: Callable[..., Any], kwargs: dict[str, Any]
+    ) -> None:
+        self._client = client
+        self._api = api
+        self._call = call
+        self._kwargs = kwargs
+        self._manager: Any = None
+
+    def __enter__(self) -> Any:
+        send = self._client._prepare(self._api, self._kwargs)
+        self._manager = self._call(**(self._kwargs if send is None else send.kwargs))
+        try:
+            stream = self._manager.__enter__()
+        except BaseException as exc:
+            if send is not None:
+                send.failed(exc)
+            raise
+        if send is not None:
+            tap(stream, send.usage)
+        return stream
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> Any:
+        if self._manager is not None:
+            return self._manager.__exit__(exc_type, exc, tb)
+        return None
+
+
+class _AsyncStreamManager:
+    """The async twin of :class:`_StreamManager` (``async with``)."""
+
+    __slots__ = ("_api", "_call", "_client", "_kwargs", "_manager")
+
+    def __init__(
+        self,
+        client: AsyncGuardedClient,
+        api: Api,
+        call: Callable[..., Any],
+        kwargs: dict[str, Any],
+    ) -> None:
+        self._client = client
+        self._api = api
+        self._call = call
+        self._kwargs = kwargs
+        self._manager: Any = None
+
+    async def __aenter__(self) -> Any:
+        send = await self._client._prepare(self._api, self._kwargs)
+        self._manager = self._call(**(self._kwargs if send is None else send.kwargs))
+        try:
+            stream = await self._manager.__aenter__()
+        except BaseException as exc:
+            if send is not None:
+                send.failed(exc)
+            raise
+        if send is not None:
+            tap_async(stream, send.usage)
+        return stream
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> Any:
+        if self._manager is not None:
+            return await self._manager.__aexit__(exc_type, exc, tb)
+        return None

@@ -1,0 +1,434 @@
+"""The guard's state and one guarded send, shared by the sync and async clients.
+
+A :class:`Guard` holds what outlives one call: the options, the model limits and count
+API found per (endpoint, model), and the conversations
+(:class:`~windowguard._conversations.ConversationStore`, one per endpoint and model,
+each bounded by ``max_conversations``). A guarded client, its ``with_options`` copies
+and its ``conversation(key)`` views share one Guard.
+
+One send: :meth:`Guard.request` reads the call (or says it passes through untouched),
+:meth:`Guard.conversation_for` finds its conversation, :meth:`Guard.fit` /
+:meth:`Guard.afit` fit it and return a :class:`Send` with the keyword arguments to send,
+then :meth:`Send.received` feeds the usage back or :meth:`Send.failed` learns from the
+provider's refusal. The SDK call itself is made by the client, with the SDK's own method.
+
+Invariants:
+
+- A send that cannot fit raises :class:`~windowguard.ContextTruncatedError` before the
+  SDK is called: no HTTP request.
+- Usage is fed back to the conversation only for its latest fitted send: a stream read
+  after a later send of the same conversation was fitted cannot mis-measure the ledger.
+- A provider overflow (``CONTEXT_OVERFLOW``) teaches the manager
+  (:meth:`~windowguard.ContextWindowManager.observe_overflow`) and the SDK's own error is
+  re-raised unchanged; nothing is retried behind the caller's back.
+- Discovery and count-API probing happen at most once per (endpoint, model), never
+  against the vendors' own hosts (their count APIs are known), and never with
+  ``discover=False``; their failures fall back to the catalog, then the fallback window,
+  and the ``context_estimate`` events' ``source`` says which.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Final
+
+from .._conversations import DEFAULT_MAX_CONVERSATIONS, Conversation, ConversationStore, head_key
+from ..accounting.remote import RemoteCountError
+from ..catalog import ModelInfo
+from ..estimate import prompt_tokens_from_usage
+from ..events import Event
+from ..exceptions import ConfigurationError
+from ..failures import FailureKind, classify_failure
+from ..gauge import ContextGauge
+from ..manager import ContextWindowManager, Fit
+from ..providers._common import (
+    DEFAULT_DISCOVERY_TIMEOUT,
+    CounterSource,
+    ModelInfoSource,
+    is_default_host,
+)
+from ..prune import POLICIES, PruningPolicy
+from ..shrink import DEFAULT_SAFETY_BUFFER
+from ..sinks import Sink, emit
+from ._apis import Api, Request, fitted_kwargs, parse, server_state
+
+__all__ = ["Guard", "GuardPassthrough", "Send"]
+
+_VENDOR_HOSTS: Final = {"openai": "api.openai.com", "anthropic": "api.anthropic.com"}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GuardPassthrough(Event):
+    """A guarded call was sent unchanged: the guard could not fit it.
+
+    ``reason`` names why (Responses ``previous_response_id`` / ``conversation``: the
+    server prepends context the guard cannot see or drop).
+    """
+
+    kind: ClassVar[str] = "guard_passthrough"
+    api: str
+    model: str
+    reason: str
+
+
+class _Limits:
+    """The window and count API of one model at one endpoint, found once."""
+
+    __slots__ = ("counter", "info")
+
+    def __init__(self, info: ModelInfoSource, counter: CounterSource | None) -> None:
+        self.info = info
+        self.counter = counter
+
+
+class Guard:
+    """State shared by a guarded client and its copies and views.
+
+    Args:
+        vendor: ``"openai"`` or ``"anthropic"``.
+        model_info: explicit limits for every model.
+        safety: tokens kept free below the window.
+        pruning: the manager's pruning policy.
+        sinks: where events go.
+        strict: raise on damaged transcripts instead of passing them on.
+        manager: a template manager, copied per conversation (excludes the options
+            above but ``sinks``).
+        max_conversations: conversations kept per endpoint and model (LRU).
+        discover: ask the endpoint for its window and count API (None: unless it is the
+            vendor's own host).
+        discovery_timeout: seconds for each discovery.
+    """
+
+    def __init__(
+        self,
+        *,
+        vendor: str,
+        model_info: ModelInfo | None,
+        safety: int | None,
+        pruning: PruningPolicy | None,
+        sinks: Iterable[Sink],
+        strict: bool | None,
+        manager: ContextWindowManager | None,
+        max_conversations: int,
+        discover: bool | None,
+        discovery_timeout: float,
+    ) -> None:
+        if manager is not None:
+            if not isinstance(manager, ContextWindowManager):
+                raise ConfigurationError(
+                    f"manager must be a ContextWindowManager, got {type(manager).__name__}"
+                )
+            clash = [
+                name
+                for name, value in (
+                    ("model_info", model_info),
+                    ("safety", safety),
+                    ("pruning", pruning),
+                    ("strict", strict),
+                )
+                if value is not None
+            ]
+            if clash:
+                raise ConfigurationError(
+                    f"pass {', '.join(clash)} to the ContextWindowManager given as manager=, "
+                    "not to guard() as well"
+                )
+        if model_info is not None and not isinstance(model_info, ModelInfo):
+            raise ConfigurationError(
+                f"model_info must be a windowguard ModelInfo, got {type(model_info).__name__}"
+            )
+        if safety is not None and (
+            not isinstance(safety, int) or isinstance(safety, bool) or safety < 0
+        ):
+            raise ConfigurationError(f"safety must be a non-negative int, got {safety!r}")
+        if pruning is not None and pruning not in POLICIES:
+            raise ConfigurationError(f"pruning must be one of {POLICIES}, got {pruning!r}")
+        if strict is not None and not isinstance(strict, bool):
+            raise ConfigurationError(f"strict must be True or False, got {strict!r}")
+        if discover is not None and not isinstance(discover, bool):
+            raise ConfigurationError(f"discover must be True, False or None, got {discover!r}")
+        if (
+            not isinstance(max_conversations, int)
+            or isinstance(max_conversations, bool)
+            or max_conversations < 1
+        ):
+            raise ConfigurationError(
+                f"max_conversations must be a positive int, got {max_conversations!r}"
+            )
+        sinks = tuple(sinks)
+        for sink in sinks:
+            if not callable(sink):
+                raise ConfigurationError(f"every sink must be callable, got {sink!r}")
+        self.vendor = vendor
+        self.model_info = model_info
+        self.safety = DEFAULT_SAFETY_BUFFER if safety is None else safety
+        self.pruning: PruningPolicy = "low_water" if pruning is None else pruning
+        self.strict = bool(strict)
+        self.template = manager
+        self.sinks: tuple[Sink, ...] = sinks
+        self.max_conversations = max_conversations
+        self.discover = discover
+        self.discovery_timeout = discovery_timeout
+        self._lock = threading.Lock()
+        self._limits: dict[tuple[str, str], _Limits] = {}
+        self._stores: dict[tuple[str, str], ConversationStore] = {}
+        # The number of the latest fitted send, per conversation (by its manager).
+        self._latest: weakref.WeakKeyDictionary[ContextWindowManager, int] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    # -- reading a call -----------------------------------------------------------------
+
+    def request(self, api: Api, kwargs: Mapping[str, Any]) -> Request | None:
+        """The call read, or None when it passes through unchanged (an event says why)."""
+        state = server_state(api, kwargs)
+        if state is not None:
+            model = kwargs.get("model")
+            self.emit(
+                GuardPassthrough(
+                    api=api.name,
+                    model=model if isinstance(model, str) else "",
+                    reason=(
+                        f"{state}= makes the server prepend context the guard cannot see "
+                        "or drop; the request was sent unchanged"
+                    ),
+                )
+            )
+            return None
+        return parse(api, kwargs)
+
+    # -- conversations ------------------------------------------------------------------
+
+    def conversation_for(
+        self, request: Request, client: Any, key: str | None
+    ) -> tuple[Conversation, _Limits]:
+        """The conversation a request belongs to (made, with discovery, on first use)."""
+        base_url, api_key = _endpoint(client)
+        limits = self._limits_for(base_url, request.model, api_key)
+        store = self._store_for(base_url, request.model, limits)
+        if key is None:
+            key = head_key(request.messages, system=request.system, model=request.model)
+        return store.get(key), limits
+
+    async def aconversation_for(
+        self, request: Request, client: Any, key: str | None
+    ) -> tuple[Conversation, _Limits]:
+        """:meth:`conversation_for` with discovery that never blocks the event loop."""
+        base_url, api_key = _endpoint(client)
+        limits = self._limits_for(base_url, request.model, api_key)
+        if self.template is None:
+            await limits.info.aget()
+        if limits.counter is not None:
+            await limits.counter.aget()
+        return self.conversation_for(request, client, key)
+
+    def _limits_for(self, base_url: str, model: str, api_key: str | None) -> _Limits:
+        with self._lock:
+            found = self._limits.get((base_url, model))
+            if found is not None:
+                return found
+            vendor_host = is_default_host(base_url, _VENDOR_HOSTS[self.vendor])
+            discover = (not vendor_host) if self.discover is None else self.discover
+            info = ModelInfoSource(
+                model,
+                explicit=self.model_info,
+                discover=discover and not vendor_host,
+                base_url=base_url,
+                api_key=api_key,
+                timeout=self.discovery_timeout,
+            )
+            counter = None
+            if discover:
+                counter = CounterSource(
+                    model,
+                    base_url=base_url,
+                    api_key=api_key,
+                    vendor=self.vendor if vendor_host else None,
+                    family=lambda: info.get().tokenizer,
+                    timeout=self.discovery_timeout,
+                )
+            found = self._limits[(base_url, model)] = _Limits(info, counter)
+            return found
+
+    def _store_for(self, base_url: str, model: str, limits: _Limits) -> ConversationStore:
+        with self._lock:
+            store = self._stores.get((base_url, model))
+            if store is None:
+                store = ConversationStore(
+                    lambda: self._new_manager(model, limits),
+                    max_conversations=self.max_conversations,
+                )
+                self._stores[(base_url, model)] = store
+            return store
+
+    def _new_manager(self, model: str, limits: _Limits) -> ContextWindowManager:
+        if self.template is not None:
+            manager = self.template.copy()
+        else:
+            manager = ContextWindowManager(
+                model,
+                model_info=limits.info.get(),
+                safety=self.safety,
+                pruning=self.pruning,
+                strict=self.strict,
+            )
+        if limits.counter is not None and manager.wants_remote_counter:
+            manager.use_remote_counter(limits.counter.get(), model=model)
+        return manager
+
+    # -- fitting ------------------------------------------------------------------------
+
+    def fit(self, request: Request, conversation: Conversation) -> Send:
+        """Fit a request in its conversation (a remote count, if any, is made here).
+
+        Raises:
+            ContextTruncatedError: it cannot fit; nothing may be sent.
+        """
+        with conversation.lock:
+            fit = conversation.fit(
+                request.messages,
+                tools=request.tools,
+                max_tokens=request.requested,
+                system=request.system,
+                format=request.api.format,
+            )
+            number = self._next_send(conversation)
+        return self._fitted(request, conversation, fit, number)
+
+    async def afit(self, request: Request, conversation: Conversation) -> Send:
+        """:meth:`fit` whose remote count is awaited, never blocking the event loop."""
+        manager = conversation.manager
+        last_usage = conversation.begin()
+        steps = manager.fit_steps(
+            request.messages,
+            tools=request.tools,
+            max_tokens=request.requested,
+            last_usage=last_usage,
+            system=request.system,
+            format=request.api.format,
+        )
+        try:
+            query = next(steps)
+            while True:
+                remote = manager.remote
+                answer: int | BaseException
+                if remote is None:
+                    answer = RemoteCountError("no remote counter")
+                else:
+                    try:
+                        answer = int(await remote.acount(query))
+                    except Exception as exc:  # a counter must never break a send
+                        answer = exc
+                query = steps.send(answer)
+        except StopIteration as done:
+            fit: Fit = done.value
+        except BaseException:
+            conversation.record(None)  # nothing was sent
+            raise
+        with conversation.lock:
+            number = self._next_send(conversation)
+        return self._fitted(request, conversation, fit, number)
+
+    def _next_send(self, conversation: Conversation) -> int:
+        number = self._latest.get(conversation.manager, 0) + 1
+        self._latest[conversation.manager] = number
+        return number
+
+    def _fitted(self, request: Request, conversation: Conversation, fit: Fit, number: int) -> Send:
+        for event in fit.events:
+            self.emit(event)
+        return Send(
+            guard=self,
+            request=request,
+            conversation=conversation,
+            fit=fit,
+            number=number,
+            kwargs=fitted_kwargs(request, fit),
+        )
+
+    def is_latest(self, conversation: Conversation, number: int) -> bool:
+        """Whether send ``number`` is still the conversation's latest fitted send."""
+        return self._latest.get(conversation.manager) == number
+
+    def emit(self, event: Event) -> None:
+        """Give an event to the sinks."""
+        if self.sinks:
+            emit(event, self.sinks)
+
+
+class Send:
+    """One fitted send: the keyword arguments to send, and what to do with the answer.
+
+    Attributes:
+        request: the call as the caller made it.
+        conversation: its conversation.
+        fit: the manager's fit.
+        kwargs: the keyword arguments to send.
+    """
+
+    __slots__ = ("_guard", "_number", "conversation", "fit", "kwargs", "request")
+
+    def __init__(
+        self,
+        *,
+        guard: Guard,
+        request: Request,
+        conversation: Conversation,
+        fit: Fit,
+        number: int,
+        kwargs: dict[str, Any],
+    ) -> None:
+        self._guard = guard
+        self._number = number
+        self.request = request
+        self.conversation = conversation
+        self.fit = fit
+        self.kwargs = kwargs
+
+    def received(self, response: object) -> None:
+        """A whole response came back: feed its usage (None when it has none)."""
+        self.usage(getattr(response, "usage", None))
+
+    def usage(self, usage: object) -> None:
+        """Feed a reported usage back to the conversation, and measure the pressure."""
+        conversation = self.conversation
+        with conversation.lock:
+            if not self._guard.is_latest(conversation, self._number):
+                return  # a later send was fitted since: this report would mis-measure it
+            try:
+                reported = prompt_tokens_from_usage(usage)
+            except ConfigurationError:
+                reported = None
+            conversation.record(None if reported is None else usage)
+            window = conversation.manager.context_window
+        if reported is not None:
+            self._guard.emit(ContextGauge(window).measure(reported))
+
+    def failed(self, error: BaseException) -> None:
+        """The send raised: learn from an overflow refusal; no usage came back."""
+        conversation = self.conversation
+        with conversation.lock:
+            latest = self._guard.is_latest(conversation, self._number)
+            if latest:
+                conversation.record(None)
+            try:
+                failure = classify_failure(error)
+            except Exception:  # not something a provider said
+                return
+            if failure.kind is not FailureKind.CONTEXT_OVERFLOW:
+                return
+            exact = failure.prompt_tokens if not failure.prompt_tokens_is_lower_bound else None
+            conversation.manager.observe_overflow(exact if latest else None, failure.context_window)
+
+
+def _endpoint(client: Any) -> tuple[str, str | None]:
+    base_url = str(getattr(client, "base_url", "") or "")
+    api_key = getattr(client, "api_key", None)
+    return base_url, api_key if isinstance(api_key, str) and api_key else None
+
+
+DEFAULT_MAX = DEFAULT_MAX_CONVERSATIONS
+DEFAULT_TIMEOUT = DEFAULT_DISCOVERY_TIMEOUT

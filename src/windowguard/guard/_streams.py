@@ -1,0 +1,97 @@
+"""Usage from streams, without changing the stream the caller gets.
+
+A streamed reply reports its usage in one of its events: OpenAI Chat Completions in the
+last chunk (when ``stream_options.include_usage`` asked for it), Anthropic in
+``message_start`` (the prompt's tokens, final once the request is accepted), Responses
+in ``response.completed`` / ``response.incomplete``. The guard must feed that usage
+back when the caller consumes the stream, however it consumes it (iteration,
+``text_stream``, ``get_final_message()``, ``until_done()``).
+
+Every one of those paths reads the SDK stream's single ``_iterator`` (``Stream``,
+``AsyncStream``, Anthropic's ``MessageStream`` and ``AsyncMessageStream`` alike), so
+:func:`tap` replaces it with a generator that yields the very same items and hands the
+first usage it sees to a callback. The caller keeps the SDK's own object, of the SDK's
+own type, with its context manager, ``close()``, ``response`` and helpers untouched.
+
+Invariants: items pass through unchanged and in order; the callback runs at most once
+per stream; a stream consumed only in part, closed early or broken by an error never
+calls it (the conversation then knows the send reported no usage). An SDK stream
+without ``_iterator`` (a future SDK) is returned untouched and reports no usage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+__all__ = ["stream_usage", "tap", "tap_async"]
+
+UsageCallback = Callable[[object], None]
+
+
+def stream_usage(event: object) -> object | None:
+    """The usage an OpenAI, Anthropic or Responses stream event reports, if any."""
+    kind = getattr(event, "type", None)
+    if kind == "message_start":  # Anthropic: the prompt was counted on acceptance
+        message = getattr(event, "message", None)
+        return getattr(message, "usage", None)
+    if kind in ("response.completed", "response.incomplete"):
+        response = getattr(event, "response", None)
+        return getattr(response, "usage", None)
+    if getattr(event, "object", None) == "chat.completion.chunk":
+        return getattr(event, "usage", None)
+    return None
+
+
+def tap(stream: Any, on_usage: UsageCallback) -> bool:
+    """Make a sync SDK stream report its usage to ``on_usage`` as it is consumed.
+
+    Returns:
+        Whether the stream could be tapped.
+    """
+    iterator = getattr(stream, "_iterator", None)
+    if iterator is None or not hasattr(iterator, "__next__"):
+        return False
+    stream._iterator = _tapped(iterator, on_usage)
+    return True
+
+
+def tap_async(stream: Any, on_usage: UsageCallback) -> bool:
+    """:func:`tap` for an async SDK stream."""
+    iterator = getattr(stream, "_iterator", None)
+    if iterator is None or not hasattr(iterator, "__anext__"):
+        return False
+    stream._iterator = _atapped(iterator, on_usage)
+    return True
+
+
+def _tapped(iterator: Iterator[Any], on_usage: UsageCallback) -> Iterator[Any]:
+    reported = False
+    try:
+        for item in iterator:
+            if not reported:
+                usage = stream_usage(item)
+                if usage is not None:
+                    reported = True
+                    on_usage(usage)
+            yield item
+    finally:
+        close = getattr(iterator, "close", None)
+        if close is not None:
+            close()
+
+
+async def _atapped(iterator: AsyncIterator[Any], on_usage: UsageCallback) -> AsyncIterator[Any]:
+    reported = False
+    try:
+        async for item in iterator:
+            if not reported:
+                usage = stream_usage(item)
+                if usage is not None:
+                    reported = True
+                    on_usage(usage)
+            yield item
+    finally:
+        aclose = getattr(iterator, "aclose", None)
+        if aclose is not None:
+            await aclose()
