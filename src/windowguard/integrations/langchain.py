@@ -1,0 +1,611 @@
+"""LangChain v1 agents and LangGraph's prebuilt ReAct agent, kept inside the window.
+
+Two hooks, one set of rules:
+
+* :class:`ContextWindowMiddleware` for ``langchain.agents.create_agent(...,
+  middleware=[...])``. Its ``wrap_model_call`` / ``awrap_model_call`` sees the request
+  the model node is about to send (system message, messages, tools, model settings),
+  fits it, and calls the model with ``request.override(messages=kept,
+  model_settings={..., "max_tokens": fitted})``. The agent's state keeps the full
+  history; only this one model call sees the fitted list.
+* :func:`pre_model_hook` for ``langgraph.prebuilt.create_react_agent(...,
+  pre_model_hook=...)``. It returns ``{"llm_input_messages": kept}``, which LangGraph
+  feeds to the model without rewriting the state; its :meth:`ContextWindowHook.model`
+  (passed as the agent's model) binds the fitted ``max_tokens``.
+
+Invariants:
+
+- What reaches the model is a subsequence of the framework's own message objects, in
+  order, never copies: each LangChain message is mapped to OpenAI Chat dicts for
+  counting only (``convert_to_openai_messages``) and an index map takes the fitted
+  dicts back to the messages they came from.
+- Pruning is turn-atomic: an ``AIMessage`` and every ``ToolMessage`` answering its
+  ``tool_calls`` (by ``tool_call_id``) are kept or dropped together, so no tool message
+  is ever orphaned. The head (system prompt through the first user message) and the
+  newest turn are always kept.
+- A request that cannot fit raises :class:`~windowguard.ContextTruncatedError` before
+  the model is called: no HTTP request is made.
+- Each conversation (keyed by its head and model, see :mod:`windowguard._conversations`)
+  has its own manager; the ``usage_metadata.input_tokens`` of each reply is fed back as
+  the next fit's ``last_usage``. A streamed reply carries usage only when the chat model
+  asks for it (``ChatOpenAI(stream_usage=True)``); without it the next fit says
+  ``NO_USAGE`` and relies on its counters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+try:
+    from langchain.agents.middleware.types import (
+        AgentMiddleware,
+        AgentState,
+        ExtendedModelResponse,
+        ModelRequest,
+        ModelResponse,
+    )
+    from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage
+    from langchain_core.messages.utils import convert_to_openai_messages
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError(
+        "windowguard.integrations.langchain needs LangChain v1 (langchain, langchain-core): "
+        'pip install "windowguard[langchain]"'
+    ) from exc
+
+from .._conversations import DEFAULT_MAX_CONVERSATIONS, Conversation, ConversationStore, head_key
+from ..catalog import ModelInfo
+from ..exceptions import ConfigurationError
+from ..failures import FailureKind, classify_failure
+from ..gauge import ContextGauge
+from ..manager import ContextWindowManager, Fit
+from ..prune import POLICIES, PruningPolicy
+from ..sinks import Sink, as_sinks, emit
+
+__all__ = ["ContextWindowHook", "ContextWindowMiddleware", "pre_model_hook"]
+
+_MAX_TOKENS_KEYS = ("max_completion_tokens", "max_tokens")
+
+
+class _Fitter:
+    """The shared core: per-conversation managers, message mapping, usage feedback."""
+
+    def __init__(
+        self,
+        *,
+        model_info: ModelInfo | None,
+        safety: int | None,
+        pruning: PruningPolicy,
+        sinks: Sink | Iterable[Sink] | None,
+        strict: bool,
+        manager: ContextWindowManager | None,
+        max_conversations: int,
+    ) -> None:
+        if manager is not None and not isinstance(manager, ContextWindowManager):
+            raise ConfigurationError(
+                f"manager must be a windowguard.ContextWindowManager, got {manager!r}"
+            )
+        if manager is not None and (model_info is not None or safety is not None):
+            raise ConfigurationError(
+                "pass either manager= or model_info=/safety=, not both: the manager "
+                "already carries its window and safety"
+            )
+        if model_info is not None and not isinstance(model_info, ModelInfo):
+            raise ConfigurationError(
+                f"model_info must be a windowguard.ModelInfo, got {model_info!r}"
+            )
+        if safety is not None and (
+            not isinstance(safety, int) or isinstance(safety, bool) or safety < 0
+        ):
+            raise ConfigurationError(f"safety must be a non-negative int, got {safety!r}")
+        if pruning not in POLICIES:
+            raise ConfigurationError(f"pruning must be one of {POLICIES}, got {pruning!r}")
+        if not isinstance(strict, bool):
+            raise ConfigurationError(f"strict must be True or False, got {strict!r}")
+        if (
+            not isinstance(max_conversations, int)
+            or isinstance(max_conversations, bool)
+            or max_conversations < 1
+        ):
+            raise ConfigurationError(
+                f"max_conversations must be a positive int, got {max_conversations!r}"
+            )
+        self.model_info = model_info
+        self.safety = safety
+        self.pruning: PruningPolicy = pruning
+        self.sinks = as_sinks(sinks)
+        self.strict = strict
+        self.manager = manager
+        self.max_conversations = max_conversations
+        # One store per (model name, base URL): each serves its own window.
+        self._stores: dict[tuple[str, str], ConversationStore] = {}
+        self._lock = threading.Lock()
+
+    # -- managers --------------------------------------------------------------------
+
+    def _prototype(self, name: str, base_url: str, api_key: str | None) -> ContextWindowManager:
+        """The configured manager for one served model; its copies serve conversations.
+
+        The window comes from ``manager=``, ``model_info=``, discovery at the chat
+        model's own base URL (when it has one) merged with the catalog, else the
+        catalog; an unknown model gets the fallback window.
+        """
+        if self.manager is not None:
+            return self.manager
+        options: dict[str, Any] = {"pruning": self.pruning, "strict": self.strict}
+        if self.safety is not None:
+            options["safety"] = self.safety
+        model = name or None
+        if self.model_info is None and model is not None and base_url:
+            # A server of its own (vLLM, llama.cpp, a gateway) may serve a smaller window
+            # than the catalog's: ask it, and let the catalog fill in what it does not say.
+            return ContextWindowManager.from_endpoint(base_url, model, api_key, **options)
+        return ContextWindowManager(model, model_info=self.model_info, **options)
+
+    def _store(self, chat_model: object) -> ConversationStore:
+        name, base_url, api_key = _describe_model(chat_model)
+        key = (name, base_url)
+        with self._lock:
+            store = self._stores.get(key)
+        if store is not None:
+            return store
+        prototype = self._prototype(name, base_url, api_key)  # may do discovery I/O
+        with self._lock:
+            store = self._stores.get(key)
+            if store is None:
+                store = ConversationStore(prototype.copy, max_conversations=self.max_conversations)
+                self._stores[key] = store
+            return store
+
+    # -- one send ------------------------------------------------------------------------
+
+    def prepare(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        chat_model: object,
+        tools: Sequence[object],
+        max_tokens: int | None,
+        system: object = None,
+        usage_before: object = None,
+    ) -> tuple[Conversation, Fit, list[BaseMessage]]:
+        """Fit ``messages`` (the framework's own objects) for one model call.
+
+        Args:
+            messages: what the model would receive, system message included.
+            chat_model: the LangChain chat model (for its name, window and base URL).
+            tools: the bound tools (BaseTool, dict or callable), counted as schemas.
+            max_tokens: the reply budget asked for, or None.
+            system: a system prompt added after the hook (``create_react_agent``'s
+                ``prompt=``), counted but not returned.
+            usage_before: the usage of the previous send, when the caller found it in
+                the history rather than in a response (the LangGraph hook).
+
+        Returns:
+            The conversation, the fit, and the kept messages (a subsequence).
+
+        Raises:
+            ContextTruncatedError: nothing that keeps the head and newest turn fits.
+        """
+        dicts, owners = _to_openai(messages)
+        if system is not None:
+            extra = _system_dicts(system)
+            dicts = extra + dicts
+            owners = [-1] * len(extra) + owners
+        store = self._store(chat_model)
+        name = _describe_model(chat_model)[0]
+        conversation = store.get(head_key(dicts, model=name))
+        if usage_before is not None and conversation.started:
+            conversation.record(usage_before)
+        fit = conversation.fit(
+            dicts,
+            tools=_tool_schemas(tools) or None,
+            max_tokens=max_tokens,
+            format="openai_chat",
+        )
+        for event in fit.events:
+            emit(event, self.sinks)
+        kept_ids = {id(d) for d in fit.messages}
+        keep = sorted({owners[i] for i, d in enumerate(dicts) if id(d) in kept_ids} - {-1})
+        return conversation, fit, [messages[i] for i in keep]
+
+    def received(self, conversation: Conversation, reply: object) -> None:
+        """Feed a reply's usage back to its conversation (None: none came back)."""
+        tokens = _input_tokens(reply)
+        conversation.record(tokens)
+        if tokens is not None:
+            gauge = ContextGauge(conversation.manager.context_window)
+            for event in gauge.observe(tokens):
+                emit(event, self.sinks)
+
+    def failed(self, conversation: Conversation, error: BaseException) -> None:
+        """Learn from a failed send: an overflow refusal adjusts the manager."""
+        conversation.record(None)
+        try:
+            failure = classify_failure(error)
+        except Exception:  # an error we cannot read is not evidence of anything
+            return
+        if failure.kind is FailureKind.CONTEXT_OVERFLOW:
+            exact = None if failure.prompt_tokens_is_lower_bound else failure.prompt_tokens
+            with conversation.lock:
+                conversation.manager.observe_overflow(exact, failure.context_window)
+
+
+class ContextWindowMiddleware(AgentMiddleware[AgentState[Any], Any]):
+    """Keeps every model call of a LangChain v1 agent inside the model's window.
+
+    Example::
+
+        from langchain.agents import create_agent
+        from windowguard.integrations.langchain import ContextWindowMiddleware
+
+        agent = create_agent(model, tools, middleware=[ContextWindowMiddleware()])
+
+    Put it last in ``middleware=[...]`` (innermost), so it fits the request that other
+    middleware (model fallback, dynamic prompts, tool selection) finally sends.
+
+    Args:
+        model_info: the model's limits, overriding the catalog and discovery.
+        safety: tokens kept free below the window (the manager's default when None).
+        pruning: ``"low_water"`` (keeps the provider's prompt cache stable) or
+            ``"minimal"``.
+        sinks: event sinks (fit events and ``context_pressure`` from usage).
+        strict: raise :class:`~windowguard.InvalidTranscriptError` on a damaged
+            history instead of passing it on unchanged.
+        manager: a configured :class:`~windowguard.ContextWindowManager`; each
+            conversation gets a copy. Excludes ``model_info`` and ``safety``.
+        max_conversations: conversations whose state is kept (least recently used
+            forgotten first).
+
+    Raises:
+        ConfigurationError: an option of the wrong type or out of range.
+    """
+
+    def __init__(
+        self,
+        *,
+        model_info: ModelInfo | None = None,
+        safety: int | None = None,
+        pruning: PruningPolicy = "low_water",
+        sinks: Sink | Iterable[Sink] | None = None,
+        strict: bool = False,
+        manager: ContextWindowManager | None = None,
+        max_conversations: int = DEFAULT_MAX_CONVERSATIONS,
+    ) -> None:
+        super().__init__()
+        self._fitter = _Fitter(
+            model_info=model_info,
+            safety=safety,
+            pruning=pruning,
+            sinks=sinks,
+            strict=strict,
+            manager=manager,
+            max_conversations=max_conversations,
+        )
+
+    def _fitted(self, request: ModelRequest[Any]) -> tuple[Conversation, ModelRequest[Any]]:
+        history: list[BaseMessage] = list(request.messages)
+        system = request.system_message
+        messages = [system, *history] if system is not None else history
+        key, requested = _requested_max_tokens(request.model, request.model_settings)
+        conversation, fit, kept = self._fitter.prepare(
+            messages, chat_model=request.model, tools=request.tools, max_tokens=requested
+        )
+        if system is not None:
+            kept = kept[1:]  # the head always holds the system message
+        settings = {**request.model_settings, key: fit.max_tokens}
+        fitted: list[AnyMessage] = kept  # type: ignore[assignment]  # a subsequence of them
+        return conversation, request.override(messages=fitted, model_settings=settings)
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
+    ) -> ModelResponse[Any]:
+        """Fit the request, call the model with it, and feed its usage back.
+
+        Raises:
+            ContextTruncatedError: the request cannot fit; the model is not called.
+        """
+        conversation, fitted = self._fitted(request)
+        try:
+            response = handler(fitted)
+        except BaseException as exc:
+            self._fitter.failed(conversation, exc)
+            raise
+        self._fitter.received(conversation, response)
+        return response
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> ModelResponse[Any]:
+        """The async twin of :meth:`wrap_model_call`; fitting (which may ask a count
+        endpoint or discover the window) runs in a worker thread.
+
+        Raises:
+            ContextTruncatedError: the request cannot fit; the model is not called.
+        """
+        conversation, fitted = await asyncio.to_thread(self._fitted, request)
+        try:
+            response = await handler(fitted)
+        except BaseException as exc:
+            self._fitter.failed(conversation, exc)
+            raise
+        self._fitter.received(conversation, response)
+        return response
+
+
+class ContextWindowHook:
+    """A LangGraph ``pre_model_hook`` (and dynamic model) that fits each model call.
+
+    Made by :func:`pre_model_hook`; see there. Calling it with the graph state returns
+    ``{"llm_input_messages": kept}``; :meth:`model` is a dynamic-model callable for
+    ``create_react_agent`` that binds the tools and the fitted ``max_tokens``.
+    """
+
+    def __init__(
+        self,
+        fitter: _Fitter,
+        *,
+        model: object,
+        tools: Sequence[object],
+        system: object,
+        max_tokens: int | None,
+    ) -> None:
+        self._fitter = fitter
+        self._model = model
+        self._tools = list(tools)
+        self._system = system
+        self._max_tokens = max_tokens
+        # conversation key -> the max_tokens fitted for its latest hook call.
+        self._fitted_max_tokens: OrderedDict[str, int] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __call__(self, state: Mapping[str, Any] | object) -> dict[str, Any]:
+        """Fit the state's messages; the state itself is left unchanged.
+
+        Args:
+            state: the agent's state (a dict, or a pydantic state with ``messages``).
+
+        Returns:
+            ``{"llm_input_messages": kept}``.
+
+        Raises:
+            ContextTruncatedError: the request cannot fit; the model is not called.
+            ConfigurationError: the state has no ``messages``.
+        """
+        messages = _state_messages(state)
+        requested = self._max_tokens
+        if requested is None:
+            requested = _requested_max_tokens(self._model, {})[1]
+        conversation, fit, kept = self._fitter.prepare(
+            messages,
+            chat_model=self._model,
+            tools=self._tools,
+            max_tokens=requested,
+            system=self._system,
+            usage_before=_newest_usage(messages),
+        )
+        with self._lock:
+            self._fitted_max_tokens[conversation.key] = fit.max_tokens
+            self._fitted_max_tokens.move_to_end(conversation.key)
+            while len(self._fitted_max_tokens) > self._fitter.max_conversations:
+                self._fitted_max_tokens.popitem(last=False)
+        return {"llm_input_messages": kept}
+
+    def model(self, state: Mapping[str, Any] | object, runtime: object = None) -> Any:
+        """The chat model with the tools and the fitted ``max_tokens`` bound.
+
+        Pass it as ``create_react_agent``'s model (a dynamic model) so the reply budget
+        of each call is the one the hook fitted.
+
+        Raises:
+            ConfigurationError: the hook was made without ``model=``.
+        """
+        chat_model: Any = self._model
+        if chat_model is None:
+            raise ConfigurationError("pre_model_hook(model=...) is needed to use hook.model")
+        dicts, _ = _to_openai(_state_messages(state))
+        if self._system is not None:
+            dicts = _system_dicts(self._system) + dicts
+        key = head_key(dicts, model=_describe_model(chat_model)[0])
+        with self._lock:
+            fitted = self._fitted_max_tokens.get(key)
+        bound = chat_model.bind_tools(self._tools) if self._tools else chat_model
+        if fitted is None:
+            return bound
+        field, _ = _requested_max_tokens(chat_model, {})
+        return bound.bind(**{field: fitted})
+
+
+def pre_model_hook(
+    model: object = None,
+    *,
+    tools: Sequence[object] = (),
+    system: object = None,
+    max_tokens: int | None = None,
+    model_info: ModelInfo | None = None,
+    safety: int | None = None,
+    pruning: PruningPolicy = "low_water",
+    sinks: Sink | Iterable[Sink] | None = None,
+    strict: bool = False,
+    manager: ContextWindowManager | None = None,
+    max_conversations: int = DEFAULT_MAX_CONVERSATIONS,
+) -> ContextWindowHook:
+    """A ``pre_model_hook`` for LangGraph's ``create_react_agent``.
+
+    Example::
+
+        hook = pre_model_hook(llm, tools=tools, system=PROMPT)
+        agent = create_react_agent(hook.model, tools, prompt=PROMPT, pre_model_hook=hook)
+
+    The hook sees the state before ``prompt=`` is applied and not the bound tools, so
+    pass them here to have them counted. Passing ``hook.model`` as the agent's model
+    also fits ``max_tokens``; with the plain model only the messages are fitted.
+
+    Args:
+        model: the chat model (its name picks the window; its base URL serves
+            discovery; :meth:`ContextWindowHook.model` binds it).
+        tools: the agent's tools, counted as schemas and bound by ``hook.model``.
+        system: the agent's ``prompt=`` when it is a string or ``SystemMessage``.
+        max_tokens: the reply budget wanted (default: the model's own ``max_tokens``,
+            else the largest that fits).
+        model_info: the model's limits, overriding the catalog and discovery.
+        safety: tokens kept free below the window.
+        pruning: ``"low_water"`` or ``"minimal"``.
+        sinks: event sinks.
+        strict: raise on a damaged history instead of passing it on unchanged.
+        manager: a configured manager (each conversation gets a copy).
+        max_conversations: conversations whose state is kept.
+
+    Returns:
+        A :class:`ContextWindowHook`.
+
+    Raises:
+        ConfigurationError: an option of the wrong type or out of range.
+    """
+    if max_tokens is not None and (
+        not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1
+    ):
+        raise ConfigurationError(f"max_tokens must be a positive int or None, got {max_tokens!r}")
+    if system is not None and not isinstance(system, (str, SystemMessage)):
+        raise ConfigurationError(
+            f"system must be a str or SystemMessage, got {type(system).__name__}"
+        )
+    fitter = _Fitter(
+        model_info=model_info,
+        safety=safety,
+        pruning=pruning,
+        sinks=sinks,
+        strict=strict,
+        manager=manager,
+        max_conversations=max_conversations,
+    )
+    return ContextWindowHook(fitter, model=model, tools=tools, system=system, max_tokens=max_tokens)
+
+
+# -- mapping LangChain objects to what the manager counts ---------------------------------
+
+
+def _to_openai(messages: Sequence[BaseMessage]) -> tuple[list[dict[str, Any]], list[int]]:
+    """OpenAI Chat dicts for ``messages`` and, for each dict, the message it came from.
+
+    A message usually maps to one dict; a human message carrying Anthropic-style
+    ``tool_result`` blocks maps to several (kept when any of them is kept).
+    """
+    dicts: list[dict[str, Any]] = []
+    owners: list[int] = []
+    for index, message in enumerate(messages):
+        if not isinstance(message, BaseMessage):
+            raise ConfigurationError(
+                f"messages[{index}] is a {type(message).__name__}, not a LangChain message"
+            )
+        converted = convert_to_openai_messages([message])
+        if not converted:
+            converted = [{"role": _ROLES.get(message.type, "user"), "content": ""}]
+        dicts.extend(converted)
+        owners.extend([index] * len(converted))
+    return dicts, owners
+
+
+_ROLES = {"system": "system", "human": "user", "ai": "assistant", "tool": "tool"}
+
+
+def _system_dicts(system: object) -> list[dict[str, Any]]:
+    message = system if isinstance(system, SystemMessage) else SystemMessage(content=str(system))
+    return list(convert_to_openai_messages([message]))
+
+
+def _tool_schemas(tools: Sequence[object]) -> list[dict[str, Any]]:
+    """The tools as OpenAI function schemas; a provider's built-in tool dict as is."""
+    schemas: list[dict[str, Any]] = []
+    for tool in tools:
+        try:
+            schemas.append(convert_to_openai_tool(tool))  # type: ignore[arg-type]
+        except Exception:  # a built-in tool ({"type": "web_search"}) has no schema
+            if isinstance(tool, Mapping):
+                schemas.append(dict(tool))
+    return schemas
+
+
+def _describe_model(chat_model: object) -> tuple[str, str, str | None]:
+    """The chat model's name, base URL and API key (empty / None when unknown)."""
+    target: Any = chat_model
+    bound = getattr(target, "bound", None)  # a RunnableBinding around the model
+    if bound is not None and getattr(target, "kwargs", None) is not None:
+        target = bound
+    name = getattr(target, "model_name", None) or getattr(target, "model", None)
+    base_url = getattr(target, "openai_api_base", None) or getattr(
+        target, "anthropic_api_url", None
+    )
+    secret = getattr(target, "openai_api_key", None) or getattr(target, "anthropic_api_key", None)
+    reveal = getattr(secret, "get_secret_value", None)
+    api_key = reveal() if callable(reveal) else None
+    return (
+        name if isinstance(name, str) else "",
+        base_url if isinstance(base_url, str) else "",
+        api_key if isinstance(api_key, str) else None,
+    )
+
+
+def _requested_max_tokens(
+    chat_model: object, settings: Mapping[str, Any]
+) -> tuple[str, int | None]:
+    """The settings key for the reply budget and the budget asked for (None: any).
+
+    ``model_settings`` win over the model's own field; ``max_tokens`` is the name every
+    LangChain chat model takes (``ChatOpenAI`` sends it as ``max_completion_tokens``).
+    """
+    for key in _MAX_TOKENS_KEYS:
+        value = settings.get(key)
+        if value is not None:
+            return key, _positive(value, key)
+    for key in ("max_tokens", "max_completion_tokens", "max_output_tokens"):
+        value = getattr(chat_model, key, None)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return "max_tokens", _positive(value, key)
+    return "max_tokens", None
+
+
+def _positive(value: object, name: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigurationError(f"{name} must be a positive int, got {value!r}")
+    return value
+
+
+def _input_tokens(reply: object) -> int | None:
+    """The prompt tokens a model reply reports (``usage_metadata.input_tokens``)."""
+    if isinstance(reply, ExtendedModelResponse):
+        reply = reply.model_response
+    if isinstance(reply, ModelResponse):
+        found = [m for m in reply.result if isinstance(m, AIMessage)]
+        reply = found[-1] if found else None
+    if not isinstance(reply, AIMessage) or reply.usage_metadata is None:
+        return None
+    tokens = reply.usage_metadata.get("input_tokens")
+    return tokens if isinstance(tokens, int) and tokens > 0 else None
+
+
+def _newest_usage(messages: Sequence[BaseMessage]) -> int | None:
+    """The input tokens of the newest ``AIMessage``: the reply to the previous send."""
+    for message in reversed(messages):
+        if isinstance(message, AIMessage):
+            return _input_tokens(message)
+    return None
+
+
+def _state_messages(state: Mapping[str, Any] | object) -> list[BaseMessage]:
+    messages = (
+        state.get("messages") if isinstance(state, Mapping) else getattr(state, "messages", None)
+    )
+    if not isinstance(messages, list):
+        raise ConfigurationError(
+            f"the agent state has no 'messages' list (got {type(messages).__name__})"
+        )
+    return messages

@@ -1,0 +1,369 @@
+"""End to end: LangChain v1 agents and LangGraph's ReAct agent against the emulator.
+
+The agents run unchanged (``create_agent`` / ``create_react_agent`` with a real
+``ChatOpenAI``, so every call goes through the openai SDK's HTTP stack). The emulator
+counts each prompt exactly and refuses an overflow with OpenAI's own 400. A scripted
+policy keeps calling a tool whose result is large, then answers: the transcript grows
+well past the window, which overflows without the integration and never with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import pytest
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.tools import tool
+from langchain_openai import ChatOpenAI
+
+import windowguard as wg
+from windowguard.emulator import Emulator
+from windowguard.emulator.scenarios import EmulatorRequest, Reply, ToolCall
+from windowguard.integrations.langchain import ContextWindowMiddleware, pre_model_hook
+
+WINDOW = 8192
+TOOL_TURNS = 14  # about 1,200 tokens per result: ~17k tokens in all, twice the window
+SYSTEM = "You are a careful research agent. Read the chunks you need, then answer."
+TASK = "Summarise chunks 1 to 14 of the archive."
+ANSWER = "All fourteen chunks are summarised."
+
+
+@tool
+def read_chunk(index: int) -> str:
+    """Read one chunk of the archive.
+
+    Args:
+        index: the chunk's number.
+    """
+    return f"chunk {index}: " + " ".join(f"item{index}x{n}" for n in range(400))
+
+
+TOOLS = [read_chunk]
+
+
+class Scripted:
+    """Calls ``read_chunk`` once per model call for ``turns`` calls, then answers.
+
+    Keeps every request body it answered (refused requests never reach a policy).
+    """
+
+    def __init__(self, turns: int = TOOL_TURNS) -> None:
+        self.turns = turns
+        self.bodies: list[Mapping[str, Any]] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, request: EmulatorRequest) -> Reply:
+        with self._lock:
+            self.bodies.append(request.body)
+            answered = len(self.bodies)
+        if answered <= self.turns:
+            return Reply(tool_calls=(ToolCall(name="read_chunk", arguments={"index": answered}),))
+        return Reply(text=ANSWER)
+
+
+@pytest.fixture
+def policy() -> Scripted:
+    return Scripted()
+
+
+@pytest.fixture
+def emu(policy: Scripted) -> Iterator[Emulator]:
+    with Emulator(flavor="openai", context_window=WINDOW, scenario=policy) as server:
+        yield server
+
+
+def _llm(emu: Emulator, **options: Any) -> ChatOpenAI:
+    return ChatOpenAI(
+        model="emulated-model", base_url=emu.base_url, api_key="x", max_retries=0, **options
+    )
+
+
+def _info() -> wg.ModelInfo:
+    return wg.ModelInfo(context_window=WINDOW)
+
+
+def _overflows(emu: Emulator) -> int:
+    return sum(1 for record in emu.records if record.status == 400)
+
+
+def _check_requests(policy: Scripted, emu: Emulator, *, system: bool = True) -> None:
+    """Every request kept the head, orphaned nothing and carried a fitted reply budget."""
+    assert policy.bodies, "the model was never called"
+    head = [{"role": "system", "content": SYSTEM}] if system else []
+    head.append({"role": "user", "content": TASK})
+    for body in policy.bodies:
+        messages = body["messages"]
+        assert messages[: len(head)] == head
+        _assert_paired(messages)
+        assert isinstance(body.get("max_completion_tokens"), int)
+    for record in emu.records:
+        assert record.status == 200
+        assert record.prompt_tokens is not None and record.max_output_tokens is not None
+        assert record.prompt_tokens + record.max_output_tokens <= WINDOW
+    # The transcript outgrew the window, so some requests were pruned.
+    assert max(r.prompt_tokens or 0 for r in emu.records) < WINDOW
+    # Request i of the run holds the head and i assistant/tool pairs when nothing is
+    # dropped (plus one user message per further invoke of the same agent).
+    full = [len(head) + 2 * i for i in range(len(policy.bodies))]
+    assert any(len(b["messages"]) < n for b, n in zip(policy.bodies, full, strict=True))
+
+
+def _assert_paired(messages: Sequence[Mapping[str, Any]]) -> None:
+    """Each tool message answers a call of the assistant message before it, and each
+    call is answered."""
+    open_calls: set[str] = set()
+    for message in messages:
+        if message["role"] == "assistant":
+            assert not open_calls, f"unanswered tool calls {open_calls}"
+            open_calls = {call["id"] for call in message.get("tool_calls") or ()}
+        elif message["role"] == "tool":
+            assert message["tool_call_id"] in open_calls, "an orphaned tool message"
+            open_calls.discard(message["tool_call_id"])
+
+
+def _task() -> dict[str, Any]:
+    return {"messages": [HumanMessage(TASK)]}
+
+
+# -- LangChain v1: create_agent + ContextWindowMiddleware -------------------------------
+
+
+def test_create_agent_overflows_without_the_middleware(emu: Emulator) -> None:
+    agent = create_agent(_llm(emu), TOOLS, system_prompt=SYSTEM)
+    with pytest.raises(Exception) as raised:  # noqa: PT011 - classified below
+        agent.invoke(_task(), {"recursion_limit": 100})
+    assert wg.classify_failure(raised.value).kind is wg.FailureKind.CONTEXT_OVERFLOW
+    assert _overflows(emu) == 1
+
+
+def test_create_agent_with_the_middleware_never_overflows(emu: Emulator, policy: Scripted) -> None:
+    events: list[Any] = []
+    middleware = ContextWindowMiddleware(model_info=_info(), sinks=events.append)
+    agent = create_agent(_llm(emu), TOOLS, system_prompt=SYSTEM, middleware=[middleware])
+    result = agent.invoke(_task(), {"recursion_limit": 100})
+
+    assert _overflows(emu) == 0
+    _check_requests(policy, emu)
+    # The state keeps the whole history; only the model calls saw it fitted.
+    messages = result["messages"]
+    assert len(messages) == 1 + 2 * TOOL_TURNS + 1
+    assert messages[-1].content == ANSWER
+    # Usage fed back: each reply's input_tokens reached the gauge, exactly as counted.
+    pressures = [e.tokens for e in events if e.kind == "context_pressure"]
+    assert pressures == [r.prompt_tokens for r in emu.records]
+
+
+def test_create_agent_async_with_the_middleware_never_overflows(
+    emu: Emulator, policy: Scripted
+) -> None:
+    middleware = ContextWindowMiddleware(model_info=_info())
+    agent = create_agent(_llm(emu), TOOLS, system_prompt=SYSTEM, middleware=[middleware])
+    result = asyncio.run(agent.ainvoke(_task(), {"recursion_limit": 100}))
+
+    assert _overflows(emu) == 0
+    _check_requests(policy, emu)
+    assert result["messages"][-1].content == ANSWER
+
+
+def test_create_agent_async_overflows_without_the_middleware(emu: Emulator) -> None:
+    agent = create_agent(_llm(emu), TOOLS, system_prompt=SYSTEM)
+    with pytest.raises(Exception) as raised:  # noqa: PT011 - classified below
+        asyncio.run(agent.ainvoke(_task(), {"recursion_limit": 100}))
+    assert wg.classify_failure(raised.value).kind is wg.FailureKind.CONTEXT_OVERFLOW
+
+
+@pytest.mark.parametrize("stream_usage", [False, True])
+def test_create_agent_streams_through_the_middleware(
+    emu: Emulator, policy: Scripted, stream_usage: bool
+) -> None:
+    events: list[Any] = []
+    middleware = ContextWindowMiddleware(model_info=_info(), sinks=events.append)
+    llm = _llm(emu, stream_usage=stream_usage)
+    agent = create_agent(llm, TOOLS, system_prompt=SYSTEM, middleware=[middleware])
+    chunks = [
+        chunk
+        for chunk, _ in agent.stream(_task(), {"recursion_limit": 100}, stream_mode="messages")
+    ]
+
+    assert _overflows(emu) == 0
+    _check_requests(policy, emu)
+    assert all(body.get("stream") is True for body in policy.bodies)
+    streamed = "".join(c.content for c in chunks if isinstance(c, AIMessage) and c.content)
+    assert ANSWER in streamed
+    # Usage comes back in a stream only when the model asks for it.
+    pressures = [e.tokens for e in events if e.kind == "context_pressure"]
+    assert pressures == ([r.prompt_tokens for r in emu.records] if stream_usage else [])
+
+
+def test_middleware_fits_max_tokens_asked_for(emu: Emulator, policy: Scripted) -> None:
+    middleware = ContextWindowMiddleware(model_info=_info())
+    llm = _llm(emu, max_tokens=WINDOW)  # as much as the window: never fits with a prompt
+    agent = create_agent(llm, TOOLS, system_prompt=SYSTEM, middleware=[middleware])
+    agent.invoke(_task(), {"recursion_limit": 100})
+
+    assert _overflows(emu) == 0
+    asked = [body["max_completion_tokens"] for body in policy.bodies]
+    assert all(0 < n < WINDOW for n in asked)
+    _check_requests(policy, emu)
+
+
+def test_middleware_discovers_the_window_from_the_base_url(policy: Scripted) -> None:
+    with Emulator(flavor="vllm", context_window=WINDOW, scenario=policy) as emu:
+        agent = create_agent(
+            _llm(emu), TOOLS, system_prompt=SYSTEM, middleware=[ContextWindowMiddleware()]
+        )
+        agent.invoke(_task(), {"recursion_limit": 100})
+        assert _overflows(emu) == 0
+        _check_requests(policy, emu)
+
+
+def test_a_send_that_cannot_fit_raises_before_any_request(emu: Emulator) -> None:
+    middleware = ContextWindowMiddleware(model_info=_info())
+    agent = create_agent(_llm(emu), TOOLS, system_prompt=SYSTEM, middleware=[middleware])
+    huge = " ".join(f"word{n}" for n in range(12_000))
+    with pytest.raises(wg.ContextTruncatedError):
+        agent.invoke({"messages": [HumanMessage(huge)]})
+    assert emu.records == ()
+
+
+def test_conversations_are_kept_apart(emu: Emulator, policy: Scripted) -> None:
+    middleware = ContextWindowMiddleware(model_info=_info(), max_conversations=4)
+    agent = create_agent(_llm(emu), TOOLS, system_prompt=SYSTEM, middleware=[middleware])
+    agent.invoke(_task(), {"recursion_limit": 100})
+    policy.bodies.clear()
+    other = {"messages": [HumanMessage("Summarise chunk 99 only.")]}
+    result = agent.invoke(other, {"recursion_limit": 100})
+    assert result["messages"][-1].content == ANSWER
+    assert _overflows(emu) == 0
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"safety": -1}, "safety"),
+        ({"pruning": "oldest"}, "pruning"),
+        ({"strict": "yes"}, "strict"),
+        ({"max_conversations": 0}, "max_conversations"),
+        ({"model_info": {"context_window": 8192}}, "model_info"),
+        ({"manager": "gpt-4o"}, "manager"),
+        ({"manager": wg.ContextWindowManager("gpt-4o"), "safety": 100}, "either manager"),
+        ({"sinks": [1]}, "sinks"),
+    ],
+)
+def test_bad_options_are_named(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(wg.ConfigurationError, match=message):
+        ContextWindowMiddleware(**options)
+
+
+# -- LangGraph: create_react_agent + pre_model_hook ----------------------------------------
+
+_DEPRECATED = pytest.mark.filterwarnings(
+    # create_react_agent announces its move to langchain.agents.create_agent (LangGraph
+    # 1.x's own deprecation); the prebuilt agent still works and is what this hook serves.
+    "ignore::langgraph.warnings.LangGraphDeprecatedSinceV10"
+)
+
+
+@_DEPRECATED
+def test_react_agent_overflows_without_the_hook(emu: Emulator) -> None:
+    from langgraph.prebuilt import create_react_agent
+
+    agent = create_react_agent(_llm(emu), TOOLS, prompt=SYSTEM)
+    with pytest.raises(Exception) as raised:  # noqa: PT011 - classified below
+        agent.invoke(_task(), {"recursion_limit": 100})
+    assert wg.classify_failure(raised.value).kind is wg.FailureKind.CONTEXT_OVERFLOW
+
+
+@_DEPRECATED
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke", "stream"])
+def test_react_agent_with_the_hook_never_overflows(
+    emu: Emulator, policy: Scripted, mode: str
+) -> None:
+    from langgraph.prebuilt import create_react_agent
+
+    llm = _llm(emu, stream_usage=True)
+    hook = pre_model_hook(llm, tools=TOOLS, system=SYSTEM, model_info=_info())
+    agent = create_react_agent(hook.model, TOOLS, prompt=SYSTEM, pre_model_hook=hook)
+    config: Any = {"recursion_limit": 100}
+    result: dict[str, Any]
+    if mode == "invoke":
+        result = agent.invoke(_task(), config)
+    elif mode == "ainvoke":
+        result = asyncio.run(agent.ainvoke(_task(), config))
+    else:
+        chunks = list(agent.stream(_task(), config, stream_mode="messages"))
+        streamed = "".join(c.content for c, _ in chunks if isinstance(c, AIMessage))
+        assert ANSWER in streamed
+        assert all(body.get("stream") is True for body in policy.bodies)
+        result = {}
+
+    assert _overflows(emu) == 0
+    _check_requests(policy, emu)
+    if mode != "stream":
+        assert len(result["messages"]) == 1 + 2 * TOOL_TURNS + 1  # state unchanged
+
+
+@_DEPRECATED
+def test_react_agent_hook_without_hook_model_fits_messages_only(
+    emu: Emulator, policy: Scripted
+) -> None:
+    from langgraph.prebuilt import create_react_agent
+
+    llm = _llm(emu, max_tokens=1024)
+    hook = pre_model_hook(llm, tools=TOOLS, system=SYSTEM, model_info=_info())
+    agent = create_react_agent(llm, TOOLS, prompt=SYSTEM, pre_model_hook=hook)
+    agent.invoke(_task(), {"recursion_limit": 100})
+    assert _overflows(emu) == 0
+    _check_requests(policy, emu)
+
+
+def test_hook_feeds_usage_back_from_the_history() -> None:
+    events: list[Any] = []
+    hook = pre_model_hook(system=SYSTEM, model_info=_info(), sinks=events.append)
+    first = [HumanMessage(TASK)]
+    hook({"messages": first})
+    # The provider's count of the first request: below the (over-counting) estimate.
+    estimate = next(e for e in events if e.kind == "context_estimate").estimated_tokens
+    reported = estimate * 3 // 4
+    call = {"id": "call_1", "name": "read_chunk", "args": {"index": 1}}
+    usage = {"input_tokens": reported, "output_tokens": 5, "total_tokens": reported + 5}
+    reply = AIMessage("", tool_calls=[call], usage_metadata=usage)  # type: ignore[arg-type]
+    second = [*first, reply, ToolMessage(read_chunk.invoke({"index": 1}), tool_call_id="call_1")]
+    kept = hook({"messages": second})["llm_input_messages"]
+    assert all(a is b for a, b in zip(kept, second, strict=True))
+    measured = [e.total_tokens for e in events if e.kind == "usage_measured"]
+    assert measured == [reported]
+
+
+def test_hook_rejects_a_state_without_messages() -> None:
+    hook = pre_model_hook(model_info=_info())
+    with pytest.raises(wg.ConfigurationError, match="messages"):
+        hook({"input": "hi"})
+    with pytest.raises(wg.ConfigurationError, match="LangChain message"):
+        hook({"messages": [{"role": "user", "content": "hi"}]})
+    with pytest.raises(wg.ConfigurationError, match="system"):
+        pre_model_hook(system=42)
+    with pytest.raises(wg.ConfigurationError, match="max_tokens"):
+        pre_model_hook(max_tokens=0)
+
+
+def test_system_message_in_state_is_kept_and_returned() -> None:
+    hook = pre_model_hook(model_info=wg.ModelInfo(context_window=16_384))
+    messages: list[Any] = [SystemMessage(SYSTEM), HumanMessage(TASK)]
+    for n in range(12):
+        call = {"id": f"call_{n}", "name": "read_chunk", "args": {"index": n}}
+        messages.append(AIMessage("", tool_calls=[call]))
+        messages.append(ToolMessage(read_chunk.invoke({"index": n}), tool_call_id=f"call_{n}"))
+    kept = hook({"messages": messages})["llm_input_messages"]
+    assert kept[0] is messages[0] and kept[1] is messages[1]
+    assert kept[-1] is messages[-1] and kept[-2] is messages[-2]
+    assert len(kept) < len(messages)
+    positions = [messages.index(m) for m in kept]
+    assert positions == sorted(positions)
+    for message in kept[2:]:
+        if isinstance(message, ToolMessage):
+            assert kept[kept.index(message) - 1].tool_calls[0]["id"] == message.tool_call_id
