@@ -46,7 +46,9 @@ TOOLS = [read_chunk]
 
 
 class Scripted:
-    """Calls ``read_chunk`` once per model call for ``turns`` calls, then answers.
+    """Reads chunk 1, then the chunk after the newest one read, up to ``turns``; then
+    answers. Stateless per request (the newest tool result says where the run is), so it
+    plays the same run however the transcript was pruned and however many run at once.
 
     Keeps every request body it answered (refused requests never reach a policy).
     """
@@ -59,9 +61,10 @@ class Scripted:
     def __call__(self, request: EmulatorRequest) -> Reply:
         with self._lock:
             self.bodies.append(request.body)
-            answered = len(self.bodies)
-        if answered <= self.turns:
-            return Reply(tool_calls=(ToolCall(name="read_chunk", arguments={"index": answered}),))
+        last = request.messages[-1]
+        done = int(last["content"].split(":")[0].split()[1]) if last["role"] == "tool" else 0
+        if done < self.turns:
+            return Reply(tool_calls=(ToolCall(name="read_chunk", arguments={"index": done + 1}),))
         return Reply(text=ANSWER)
 
 
@@ -230,15 +233,50 @@ def test_a_send_that_cannot_fit_raises_before_any_request(emu: Emulator) -> None
     assert emu.records == ()
 
 
-def test_conversations_are_kept_apart(emu: Emulator, policy: Scripted) -> None:
-    middleware = ContextWindowMiddleware(model_info=_info(), max_conversations=4)
+def test_conversations_are_kept_apart(emu: Emulator) -> None:
+    events: list[Any] = []
+    middleware = ContextWindowMiddleware(model_info=_info(), sinks=events.append)
     agent = create_agent(_llm(emu), TOOLS, system_prompt=SYSTEM, middleware=[middleware])
     agent.invoke(_task(), {"recursion_limit": 100})
-    policy.bodies.clear()
-    other = {"messages": [HumanMessage("Summarise chunk 99 only.")]}
+    assert any(e.kind == "usage_measured" for e in events)
+    events.clear()
+    other = {"messages": [HumanMessage("Summarise chunks 1 to 14 of the other archive.")]}
     result = agent.invoke(other, {"recursion_limit": 100})
     assert result["messages"][-1].content == ANSWER
     assert _overflows(emu) == 0
+    # A new head is a new conversation: its first send starts a run, so no usage of the
+    # first conversation is attributed to it.
+    first_pressure = next(i for i, e in enumerate(events) if e.kind == "context_pressure")
+    assert all(e.kind != "usage_measured" for e in events[:first_pressure])
+
+
+def test_concurrent_threads_with_the_same_head_never_overflow(
+    emu: Emulator, policy: Scripted
+) -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    middleware = ContextWindowMiddleware(model_info=_info())
+    agent = create_agent(
+        _llm(emu),
+        TOOLS,
+        system_prompt=SYSTEM,
+        middleware=[middleware],
+        checkpointer=InMemorySaver(),
+    )
+
+    async def run_all() -> list[Any]:
+        runs = [
+            agent.ainvoke(_task(), {"recursion_limit": 100, "configurable": {"thread_id": f"t{n}"}})
+            for n in range(3)
+        ]
+        return await asyncio.gather(*runs)
+
+    results = asyncio.run(run_all())
+    assert _overflows(emu) == 0
+    assert [r["messages"][-1].content for r in results] == [ANSWER] * 3
+    assert len(policy.bodies) == 3 * (TOOL_TURNS + 1)
+    for body in policy.bodies:
+        _assert_paired(body["messages"])
 
 
 @pytest.mark.parametrize(
@@ -337,6 +375,25 @@ def test_hook_feeds_usage_back_from_the_history() -> None:
     assert all(a is b for a, b in zip(kept, second, strict=True))
     measured = [e.total_tokens for e in events if e.kind == "usage_measured"]
     assert measured == [reported]
+
+
+def test_an_invalid_tool_call_pairs_with_its_answer() -> None:
+    events: list[Any] = []
+    hook = pre_model_hook(model_info=wg.ModelInfo(context_window=16_384), sinks=events.append)
+    bad = {"id": "bad_0", "name": "read_chunk", "args": "{oops", "error": "not JSON"}
+    messages: list[Any] = [
+        HumanMessage(TASK),
+        AIMessage("", invalid_tool_calls=[{**bad, "type": "invalid_tool_call"}]),
+        ToolMessage("Error: the arguments were not JSON", tool_call_id="bad_0"),
+    ]
+    for n in range(1, 12):
+        call = {"id": f"call_{n}", "name": "read_chunk", "args": {"index": n}}
+        messages.append(AIMessage("", tool_calls=[call]))
+        messages.append(ToolMessage(read_chunk.invoke({"index": n}), tool_call_id=f"call_{n}"))
+    kept = hook({"messages": messages})["llm_input_messages"]
+    assert kept[0] is messages[0]
+    assert not any(m is messages[1] or m is messages[2] for m in kept)  # dropped together
+    assert not any(e.kind == "transcript_deferred" for e in events)
 
 
 def test_hook_rejects_a_state_without_messages() -> None:

@@ -69,6 +69,8 @@ from ..sinks import Sink, as_sinks, emit
 __all__ = ["ContextWindowHook", "ContextWindowMiddleware", "pre_model_hook"]
 
 _MAX_TOKENS_KEYS = ("max_completion_tokens", "max_tokens")
+# Endpoints whose models the catalog describes: no discovery request is made for them.
+_OFFICIAL_APIS = ("https://api.openai.com", "https://api.anthropic.com")
 
 
 class _Fitter:
@@ -172,6 +174,7 @@ class _Fitter:
         max_tokens: int | None,
         system: object = None,
         usage_before: object = None,
+        thread: str | None = None,
     ) -> tuple[Conversation, Fit, list[BaseMessage]]:
         """Fit ``messages`` (the framework's own objects) for one model call.
 
@@ -184,6 +187,8 @@ class _Fitter:
                 ``prompt=``), counted but not returned.
             usage_before: the usage of the previous send, when the caller found it in
                 the history rather than in a response (the LangGraph hook).
+            thread: the LangGraph thread id, when the graph has a checkpointer: two
+                threads with the same head are two conversations.
 
         Returns:
             The conversation, the fit, and the kept messages (a subsequence).
@@ -197,8 +202,7 @@ class _Fitter:
             dicts = extra + dicts
             owners = [-1] * len(extra) + owners
         store = self._store(chat_model)
-        name = _describe_model(chat_model)[0]
-        conversation = store.get(head_key(dicts, model=name))
+        conversation = store.get(_conversation_key(dicts, chat_model, thread))
         if usage_before is not None and conversation.started:
             conversation.record(usage_before)
         fit = conversation.fit(
@@ -293,7 +297,11 @@ class ContextWindowMiddleware(AgentMiddleware[AgentState[Any], Any]):
         messages = [system, *history] if system is not None else history
         key, requested = _requested_max_tokens(request.model, request.model_settings)
         conversation, fit, kept = self._fitter.prepare(
-            messages, chat_model=request.model, tools=request.tools, max_tokens=requested
+            messages,
+            chat_model=request.model,
+            tools=request.tools,
+            max_tokens=requested,
+            thread=_thread_id(request.runtime),
         )
         if system is not None:
             kept = kept[1:]  # the head always holds the system message
@@ -367,11 +375,12 @@ class ContextWindowHook:
         self._fitted_max_tokens: OrderedDict[str, int] = OrderedDict()
         self._lock = threading.Lock()
 
-    def __call__(self, state: Mapping[str, Any] | object) -> dict[str, Any]:
+    def __call__(self, state: Mapping[str, Any] | object, runtime: object = None) -> dict[str, Any]:
         """Fit the state's messages; the state itself is left unchanged.
 
         Args:
             state: the agent's state (a dict, or a pydantic state with ``messages``).
+            runtime: LangGraph's runtime (injected by name), for the thread id.
 
         Returns:
             ``{"llm_input_messages": kept}``.
@@ -391,6 +400,7 @@ class ContextWindowHook:
             max_tokens=requested,
             system=self._system,
             usage_before=_newest_usage(messages),
+            thread=_thread_id(runtime),
         )
         with self._lock:
             self._fitted_max_tokens[conversation.key] = fit.max_tokens
@@ -411,10 +421,10 @@ class ContextWindowHook:
         chat_model: Any = self._model
         if chat_model is None:
             raise ConfigurationError("pre_model_hook(model=...) is needed to use hook.model")
-        dicts, _ = _to_openai(_state_messages(state))
+        dicts, _ = _to_openai(_head(_state_messages(state)))
         if self._system is not None:
             dicts = _system_dicts(self._system) + dicts
-        key = head_key(dicts, model=_describe_model(chat_model)[0])
+        key = _conversation_key(dicts, chat_model, _thread_id(runtime))
         with self._lock:
             fitted = self._fitted_max_tokens.get(key)
         bound = chat_model.bind_tools(self._tools) if self._tools else chat_model
@@ -509,12 +519,49 @@ def _to_openai(messages: Sequence[BaseMessage]) -> tuple[list[dict[str, Any]], l
         converted = convert_to_openai_messages([message])
         if not converted:
             converted = [{"role": _ROLES.get(message.type, "user"), "content": ""}]
+        if isinstance(message, AIMessage) and message.invalid_tool_calls:
+            converted[-1] = _with_invalid_calls(converted[-1], message)
         dicts.extend(converted)
         owners.extend([index] * len(converted))
     return dicts, owners
 
 
 _ROLES = {"system": "system", "human": "user", "ai": "assistant", "tool": "tool"}
+
+
+def _with_invalid_calls(converted: dict[str, Any], message: AIMessage) -> dict[str, Any]:
+    """Add the calls whose arguments did not parse: chat models still send them (as
+    ``ChatOpenAI`` does) and ``create_agent`` answers them with a ``ToolMessage``, so
+    they pair like any other call."""
+    calls = list(converted.get("tool_calls") or ())
+    known = {call.get("id") for call in calls}
+    for call in message.invalid_tool_calls:
+        if call.get("id") in known:
+            continue
+        arguments = call.get("args")
+        function = {"name": call.get("name") or "", "arguments": arguments or ""}
+        calls.append({"type": "function", "id": call.get("id"), "function": function})
+    return {**converted, "tool_calls": calls}
+
+
+def _head(messages: Sequence[BaseMessage]) -> Sequence[BaseMessage]:
+    """The messages through the first human message (all a conversation key reads)."""
+    for index, message in enumerate(messages):
+        if message.type == "human":
+            return messages[: index + 1]
+    return messages
+
+
+def _conversation_key(dicts: Sequence[object], chat_model: object, thread: str | None) -> str:
+    name = _describe_model(chat_model)[0]
+    return head_key(dicts, model=name, extra=() if thread is None else (thread,))
+
+
+def _thread_id(runtime: object) -> str | None:
+    """The LangGraph thread of this run (None without a checkpointer)."""
+    info = getattr(runtime, "execution_info", None)
+    thread = getattr(info, "thread_id", None)
+    return thread if isinstance(thread, str) and thread else None
 
 
 def _system_dicts(system: object) -> list[dict[str, Any]]:
@@ -541,9 +588,13 @@ def _describe_model(chat_model: object) -> tuple[str, str, str | None]:
     if bound is not None and getattr(target, "kwargs", None) is not None:
         target = bound
     name = getattr(target, "model_name", None) or getattr(target, "model", None)
-    base_url = getattr(target, "openai_api_base", None) or getattr(
-        target, "anthropic_api_url", None
+    base_url = (
+        getattr(target, "openai_api_base", None)
+        or getattr(target, "anthropic_api_url", None)
+        or getattr(target, "base_url", None)
     )
+    if isinstance(base_url, str) and base_url.rstrip("/").startswith(_OFFICIAL_APIS):
+        base_url = ""  # the catalog knows the official APIs' models
     secret = getattr(target, "openai_api_key", None) or getattr(target, "anthropic_api_key", None)
     reveal = getattr(secret, "get_secret_value", None)
     api_key = reveal() if callable(reveal) else None
