@@ -102,6 +102,8 @@ class Request:
         requested: the caller's reply budget, or None.
         replace_messages: whether the fitted transcript replaces the caller's (False
             for Responses text input: a single message is never pruned).
+        lead: messages put before the caller's for fitting only (Responses
+            ``instructions``, which the manager counts as a leading system message).
         stream: the caller asked for a stream.
     """
 
@@ -114,6 +116,7 @@ class Request:
     requested: int | None
     replace_messages: bool
     stream: bool
+    lead: int = 0
 
 
 def given(value: object) -> bool:
@@ -174,16 +177,24 @@ def parse(api: Api, kwargs: Mapping[str, Any]) -> Request:
             )
         tools = list(tools_value) or None
     system = kwargs.get(api.system_param) if api.system_param else None
+    system = system if given(system) else None
+    lead = 0
+    if api is RESPONSES and system is not None:
+        # The manager takes a separate system argument in the Anthropic format only:
+        # Responses instructions are counted as the leading system message they render as.
+        messages.insert(0, {"role": "system", "content": system})
+        system, lead = None, 1
     return Request(
         api=api,
         kwargs=kwargs,
         model=model,
         messages=messages,
-        system=system if given(system) else None,
+        system=system,
         tools=tools,
         requested=_requested(api, kwargs),
         replace_messages=replace_messages,
         stream=kwargs.get("stream") is True,
+        lead=lead,
     )
 
 
@@ -208,7 +219,7 @@ def fitted_kwargs(request: Request, fit: Fit) -> dict[str, Any]:
     api = request.api
     out = dict(request.kwargs)
     if request.replace_messages:
-        out[api.messages_param] = fit.messages
+        out[api.messages_param] = fit.messages[request.lead :]
     present = [name for name in api.max_params if given(out.get(name))]
     for name in present:
         out[name] = fit.max_tokens
