@@ -179,13 +179,26 @@ def test_create_agent_async_overflows_without_the_middleware(emu: Emulator) -> N
     assert wg.classify_failure(raised.value).kind is wg.FailureKind.CONTEXT_OVERFLOW
 
 
-@pytest.mark.parametrize("stream_usage", [False, True])
+@pytest.mark.parametrize(
+    ("model_option", "middleware_option", "usage_fed"),
+    [
+        ({}, {}, True),  # the middleware asks the model for usage in streams
+        ({}, {"stream_usage": False}, False),  # ... unless told not to
+        ({"stream_usage": False}, {}, False),  # an explicit choice of the model stands
+    ],
+)
 def test_create_agent_streams_through_the_middleware(
-    emu: Emulator, policy: Scripted, stream_usage: bool
+    emu: Emulator,
+    policy: Scripted,
+    model_option: dict[str, Any],
+    middleware_option: dict[str, Any],
+    usage_fed: bool,
 ) -> None:
     events: list[Any] = []
-    middleware = ContextWindowMiddleware(model_info=_info(), sinks=events.append)
-    llm = _llm(emu, stream_usage=stream_usage)
+    middleware = ContextWindowMiddleware(
+        model_info=_info(), sinks=events.append, **middleware_option
+    )
+    llm = _llm(emu, **model_option)
     agent = create_agent(llm, TOOLS, system_prompt=SYSTEM, middleware=[middleware])
     chunks = [
         chunk
@@ -195,11 +208,13 @@ def test_create_agent_streams_through_the_middleware(
     assert _overflows(emu) == 0
     _check_requests(policy, emu)
     assert all(body.get("stream") is True for body in policy.bodies)
+    asked = [bool((b.get("stream_options") or {}).get("include_usage")) for b in policy.bodies]
+    assert asked == [usage_fed] * len(policy.bodies)
     streamed = "".join(c.content for c in chunks if isinstance(c, AIMessage) and c.content)
     assert ANSWER in streamed
-    # Usage comes back in a stream only when the model asks for it.
     pressures = [e.tokens for e in events if e.kind == "context_pressure"]
-    assert pressures == ([r.prompt_tokens for r in emu.records] if stream_usage else [])
+    assert pressures == ([r.prompt_tokens for r in emu.records] if usage_fed else [])
+    assert llm.stream_usage is model_option.get("stream_usage")  # the user's model as it was
 
 
 def test_middleware_fits_max_tokens_asked_for(emu: Emulator, policy: Scripted) -> None:
@@ -323,8 +338,9 @@ def test_react_agent_with_the_hook_never_overflows(
 ) -> None:
     from langgraph.prebuilt import create_react_agent
 
-    llm = _llm(emu, stream_usage=True)
-    hook = pre_model_hook(llm, tools=TOOLS, system=SYSTEM, model_info=_info())
+    events: list[Any] = []
+    llm = _llm(emu)
+    hook = pre_model_hook(llm, tools=TOOLS, system=SYSTEM, model_info=_info(), sinks=events.append)
     agent = create_react_agent(hook.model, TOOLS, prompt=SYSTEM, pre_model_hook=hook)
     config: Any = {"recursion_limit": 100}
     result: dict[str, Any]
@@ -343,6 +359,10 @@ def test_react_agent_with_the_hook_never_overflows(
     _check_requests(policy, emu)
     if mode != "stream":
         assert len(result["messages"]) == 1 + 2 * TOOL_TURNS + 1  # state unchanged
+    # Usage fed back: each reply's input_tokens, read from the history by the next hook
+    # call (the last reply has no next call).
+    pressures = [e.tokens for e in events if e.kind == "context_pressure"]
+    assert pressures == [r.prompt_tokens for r in emu.records][:-1]
 
 
 @_DEPRECATED

@@ -28,8 +28,9 @@ Invariants:
 - Each conversation (keyed by its head and model, see :mod:`windowguard._conversations`)
   has its own manager; the ``usage_metadata.input_tokens`` of each reply is fed back as
   the next fit's ``last_usage``. A streamed reply carries usage only when the chat model
-  asks for it (``ChatOpenAI(stream_usage=True)``); without it the next fit says
-  ``NO_USAGE`` and relies on its counters.
+  asks for it: a ``ChatOpenAI`` left with ``stream_usage`` unset is asked to (a copy of
+  it, for the fitted call only); a reply without usage makes the next fit say
+  ``NO_USAGE`` and rest on its counters.
 """
 
 from __future__ import annotations
@@ -86,6 +87,7 @@ class _Fitter:
         strict: bool,
         manager: ContextWindowManager | None,
         max_conversations: int,
+        stream_usage: bool,
     ) -> None:
         if manager is not None and not isinstance(manager, ContextWindowManager):
             raise ConfigurationError(
@@ -108,6 +110,8 @@ class _Fitter:
             raise ConfigurationError(f"pruning must be one of {POLICIES}, got {pruning!r}")
         if not isinstance(strict, bool):
             raise ConfigurationError(f"strict must be True or False, got {strict!r}")
+        if not isinstance(stream_usage, bool):
+            raise ConfigurationError(f"stream_usage must be True or False, got {stream_usage!r}")
         if (
             not isinstance(max_conversations, int)
             or isinstance(max_conversations, bool)
@@ -123,6 +127,9 @@ class _Fitter:
         self.strict = strict
         self.manager = manager
         self.max_conversations = max_conversations
+        self.stream_usage = stream_usage
+        # id(chat model) -> (the model, its copy that asks for usage in streams)
+        self._reporting: dict[int, tuple[object, object]] = {}
         # One store per (model name, base URL): each serves its own window.
         self._stores: dict[tuple[str, str], ConversationStore] = {}
         self._lock = threading.Lock()
@@ -163,6 +170,30 @@ class _Fitter:
                 self._stores[key] = store
             return store
 
+    def reporting(self, chat_model: Any) -> Any:
+        """``chat_model``, or a copy of it that asks for usage in streams.
+
+        A ``ChatOpenAI`` (and its subclasses) left with ``stream_usage`` unset streams
+        without usage against any base URL but OpenAI's own; the copy sets it, so a
+        streamed reply reports its prompt tokens (``stream_options.include_usage``,
+        which OpenAI, vLLM, SGLang and llama.cpp accept). Other models are unchanged.
+        """
+        if not self.stream_usage or getattr(chat_model, "stream_usage", False) is not None:
+            return chat_model
+        copy_model = getattr(chat_model, "model_copy", None)
+        if not callable(copy_model):
+            return chat_model
+        with self._lock:
+            known = self._reporting.get(id(chat_model))
+            if known is not None and known[0] is chat_model:
+                return known[1]
+        reporting = copy_model(update={"stream_usage": True})
+        with self._lock:
+            if len(self._reporting) >= self.max_conversations:
+                self._reporting.clear()  # models are few; this only bounds a leak
+            self._reporting[id(chat_model)] = (chat_model, reporting)
+        return reporting
+
     # -- one send ------------------------------------------------------------------------
 
     def prepare(
@@ -173,7 +204,7 @@ class _Fitter:
         tools: Sequence[object],
         max_tokens: int | None,
         system: object = None,
-        usage_before: object = None,
+        usage_before: int | None = None,
         thread: str | None = None,
     ) -> tuple[Conversation, Fit, list[BaseMessage]]:
         """Fit ``messages`` (the framework's own objects) for one model call.
@@ -204,7 +235,7 @@ class _Fitter:
         store = self._store(chat_model)
         conversation = store.get(_conversation_key(dicts, chat_model, thread))
         if usage_before is not None and conversation.started:
-            conversation.record(usage_before)
+            self._observed(conversation, usage_before)
         fit = conversation.fit(
             dicts,
             tools=_tool_schemas(tools) or None,
@@ -219,7 +250,9 @@ class _Fitter:
 
     def received(self, conversation: Conversation, reply: object) -> None:
         """Feed a reply's usage back to its conversation (None: none came back)."""
-        tokens = _input_tokens(reply)
+        self._observed(conversation, _input_tokens(reply))
+
+    def _observed(self, conversation: Conversation, tokens: int | None) -> None:
         conversation.record(tokens)
         if tokens is not None:
             gauge = ContextGauge(conversation.manager.context_window)
@@ -264,6 +297,9 @@ class ContextWindowMiddleware(AgentMiddleware[AgentState[Any], Any]):
             conversation gets a copy. Excludes ``model_info`` and ``safety``.
         max_conversations: conversations whose state is kept (least recently used
             forgotten first).
+        stream_usage: let a ``ChatOpenAI`` whose ``stream_usage`` is unset report usage
+            in streamed replies too (False: leave the model as configured; streamed
+            replies then feed no usage back and fits rest on the counters alone).
 
     Raises:
         ConfigurationError: an option of the wrong type or out of range.
@@ -279,6 +315,7 @@ class ContextWindowMiddleware(AgentMiddleware[AgentState[Any], Any]):
         strict: bool = False,
         manager: ContextWindowManager | None = None,
         max_conversations: int = DEFAULT_MAX_CONVERSATIONS,
+        stream_usage: bool = True,
     ) -> None:
         super().__init__()
         self._fitter = _Fitter(
@@ -289,6 +326,7 @@ class ContextWindowMiddleware(AgentMiddleware[AgentState[Any], Any]):
             strict=strict,
             manager=manager,
             max_conversations=max_conversations,
+            stream_usage=stream_usage,
         )
 
     def _fitted(self, request: ModelRequest[Any]) -> tuple[Conversation, ModelRequest[Any]]:
@@ -307,7 +345,11 @@ class ContextWindowMiddleware(AgentMiddleware[AgentState[Any], Any]):
             kept = kept[1:]  # the head always holds the system message
         settings = {**request.model_settings, key: fit.max_tokens}
         fitted: list[AnyMessage] = kept  # type: ignore[assignment]  # a subsequence of them
-        return conversation, request.override(messages=fitted, model_settings=settings)
+        return conversation, request.override(
+            messages=fitted,
+            model_settings=settings,
+            model=self._fitter.reporting(request.model),
+        )
 
     def wrap_model_call(
         self,
@@ -427,7 +469,8 @@ class ContextWindowHook:
         key = _conversation_key(dicts, chat_model, _thread_id(runtime))
         with self._lock:
             fitted = self._fitted_max_tokens.get(key)
-        bound = chat_model.bind_tools(self._tools) if self._tools else chat_model
+        reporting = self._fitter.reporting(chat_model)
+        bound = reporting.bind_tools(self._tools) if self._tools else reporting
         if fitted is None:
             return bound
         field, _ = _requested_max_tokens(chat_model, {})
@@ -447,6 +490,7 @@ def pre_model_hook(
     strict: bool = False,
     manager: ContextWindowManager | None = None,
     max_conversations: int = DEFAULT_MAX_CONVERSATIONS,
+    stream_usage: bool = True,
 ) -> ContextWindowHook:
     """A ``pre_model_hook`` for LangGraph's ``create_react_agent``.
 
@@ -473,6 +517,8 @@ def pre_model_hook(
         strict: raise on a damaged history instead of passing it on unchanged.
         manager: a configured manager (each conversation gets a copy).
         max_conversations: conversations whose state is kept.
+        stream_usage: let ``hook.model`` ask a ``ChatOpenAI`` whose ``stream_usage``
+            is unset for usage in streamed replies too.
 
     Returns:
         A :class:`ContextWindowHook`.
@@ -496,6 +542,7 @@ def pre_model_hook(
         strict=strict,
         manager=manager,
         max_conversations=max_conversations,
+        stream_usage=stream_usage,
     )
     return ContextWindowHook(fitter, model=model, tools=tools, system=system, max_tokens=max_tokens)
 
