@@ -1,0 +1,380 @@
+"""windowguard.integrations.openai_agents with the real OpenAI Agents SDK, end to end.
+
+An Agent whose function tool returns a large result runs against the emulator in an
+8k window, through the SDK's own Runner, models and openai client (HTTP): without the
+filter the transcript outgrows the window and the run fails with the provider's
+overflow; with it, no call overflows, the head is in every call, calls stay paired
+with their outputs, and usage flows back to the conversation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import openai
+import pytest
+from agents import (
+    Agent,
+    ModelSettings,
+    OpenAIChatCompletionsModel,
+    OpenAIResponsesModel,
+    RunConfig,
+    Runner,
+    function_tool,
+    set_tracing_disabled,
+)
+from agents.run_config import CallModelData, ModelInputData
+
+import windowguard as wg
+from windowguard.emulator import Emulator, EmulatorRequest, Reply
+from windowguard.emulator.scenarios import ToolCall
+from windowguard.integrations.openai_agents import ContextWindowFilter, call_model_input_filter
+
+WINDOW = 8192
+TASK = "Read the whole log and tell me what failed."
+INSTRUCTIONS = "You are a log analyst. Read every part of the log before answering."
+PARTS = 40  # tool results of ~480 tokens each: ~19k tokens of transcript in an 8k window
+
+
+@pytest.fixture(autouse=True)
+def _no_tracing() -> Iterator[None]:
+    # Tracing would export spans to api.openai.com: nothing may leave the machine.
+    set_tracing_disabled(True)
+    yield
+    set_tracing_disabled(False)
+
+
+@function_tool
+def read_log(part: int) -> str:
+    """Read one part of the build log."""
+    return f"part {part}: " + "error: assertion failed in test_window " * 50
+
+
+class LogReader:
+    """The emulator's policy: read parts 0..PARTS-1 (sometimes two at once), then answer.
+
+    The next part is one past the highest part visible, so the policy needs no state and
+    still progresses when old turns are pruned. It also records what each call received.
+    """
+
+    def __init__(self) -> None:
+        self.bodies: list[dict[str, Any]] = []
+
+    def __call__(self, request: EmulatorRequest) -> Reply:
+        self.bodies.append(dict(request.body))
+        seen = [
+            int(json.loads(call["function"]["arguments"])["part"])
+            for message in request.messages
+            if message.get("role") == "assistant"
+            for call in message.get("tool_calls") or ()
+        ]
+        part = max(seen) + 1 if seen else 0
+        if part >= PARTS:
+            return Reply(text=f"finished: read {part} parts")
+        if part % 3 == 0 and part + 1 < PARTS:  # parallel calls, with some text
+            return Reply(
+                text="Reading two parts.",
+                tool_calls=(
+                    ToolCall(name="read_log", arguments={"part": part}),
+                    ToolCall(name="read_log", arguments={"part": part + 1}),
+                ),
+            )
+        return Reply(tool_calls=(ToolCall(name="read_log", arguments={"part": part}),))
+
+
+def _client(emu: Emulator) -> openai.AsyncOpenAI:
+    return openai.AsyncOpenAI(base_url=emu.base_url, api_key="x", max_retries=0)
+
+
+def _agent(client: openai.AsyncOpenAI, kind: str, *, max_tokens: int | None = 256) -> Agent[Any]:
+    model: Any
+    if kind == "responses":
+        model = OpenAIResponsesModel("gpt-4o", client)
+    else:
+        model = OpenAIChatCompletionsModel("gpt-4o", client)
+    return Agent(
+        name="log-analyst",
+        instructions=INSTRUCTIONS,
+        tools=[read_log],
+        model=model,
+        model_settings=ModelSettings(max_tokens=max_tokens),
+    )
+
+
+class Recording:
+    """Wraps the filter to check, on every call, what it returned against what it got."""
+
+    def __init__(self, guard: ContextWindowFilter) -> None:
+        self.guard = guard
+        self.calls = 0
+        self.pruned = 0
+
+    async def __call__(self, data: CallModelData[Any]) -> ModelInputData:
+        given = list(data.model_data.input)
+        result = await self.guard(data)
+        kept = result.input
+        # a subsequence of the caller's own objects, in order
+        positions = [next(i for i, item in enumerate(given) if item is k) for k in kept]
+        assert positions == sorted(positions)
+        assert kept[0] is given[0]  # the first user input
+        assert result.instructions == data.model_data.instructions
+        self.calls += 1
+        self.pruned += len(kept) < len(given)
+        return result
+
+
+def _check_request(body: dict[str, Any]) -> None:
+    """The head (instructions, then the task) leads every request."""
+    items = body["input"] if "input" in body else body["messages"]
+    if "instructions" in body:
+        assert body["instructions"] == INSTRUCTIONS
+    else:  # chat completions: the instructions travel as the first message
+        assert items[0] == {"role": "system", "content": INSTRUCTIONS}
+        items = items[1:]
+    assert items[0]["role"] == "user" and items[0]["content"] == TASK
+
+
+def _responses_pairs(body: dict[str, Any]) -> None:
+    items = body["input"]
+    calls = [i["call_id"] for i in items if i.get("type") == "function_call"]
+    outputs = [i["call_id"] for i in items if i.get("type") == "function_call_output"]
+    assert sorted(calls) == sorted(outputs)
+
+
+def _run_sync(
+    emu: Emulator,
+    guard: Any,
+    *,
+    hooks: Any = None,
+    task: str = TASK,
+    max_tokens: int | None = 256,
+    kind: str = "responses",
+) -> Any:
+    """``Runner.run_sync`` on a fresh client, closed afterwards on the loop that used it.
+
+    ``run_sync`` runs on the thread's default event loop and leaves it open; the client's
+    connections belong to that loop, so they are closed there, and the loop after them.
+    """
+    client = _client(emu)
+    config = RunConfig(call_model_input_filter=guard, tracing_disabled=True)
+    try:
+        return Runner.run_sync(
+            _agent(client, kind, max_tokens=max_tokens),
+            task,
+            max_turns=100,
+            run_config=config,
+            hooks=hooks,
+        )
+    finally:
+        loop = asyncio.get_event_loop_policy().get_event_loop()
+        loop.run_until_complete(client.close())
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
+        asyncio.set_event_loop(None)
+
+
+RUNS = [("responses", "sync"), ("responses", "async"), ("responses", "streamed"), ("chat", "async")]
+
+
+@pytest.mark.parametrize(("kind", "runner"), RUNS)
+def test_without_the_filter_the_run_overflows(kind: str, runner: str) -> None:
+    policy = LogReader()
+    with Emulator(flavor="openai", context_window=WINDOW, scenario=policy) as emu:
+        with pytest.raises(openai.BadRequestError) as caught:
+            _run(emu, kind, runner, None, None)
+        statuses = [record.status for record in emu.records]
+    assert caught.value.code == "context_length_exceeded"
+    assert wg.classify_failure(caught.value).kind is wg.FailureKind.CONTEXT_OVERFLOW
+    assert statuses[-1] == 400 and statuses.count(400) == 1
+    assert len(statuses) < PARTS  # it failed partway through the task
+
+
+def _run(emu: Emulator, kind: str, runner: str, guard: Any, hooks: Any) -> Any:
+    """One run of the task: ``Runner.run_sync``, ``Runner.run`` or ``Runner.run_streamed``."""
+    if runner == "sync":
+        return _run_sync(emu, guard, hooks=hooks, kind=kind)
+    config = RunConfig(call_model_input_filter=guard, tracing_disabled=True)
+
+    async def run_async() -> Any:
+        async with _client(emu) as client:
+            agent = _agent(client, kind)
+            if runner == "async":
+                return await Runner.run(agent, TASK, max_turns=100, run_config=config, hooks=hooks)
+            run = Runner.run_streamed(agent, TASK, max_turns=100, run_config=config, hooks=hooks)
+            async for _ in run.stream_events():
+                pass
+            return run
+
+    return asyncio.run(run_async())
+
+
+def _guarded_run(kind: str, runner: str) -> tuple[LogReader, Emulator, Recording, list[Any], Any]:
+    policy = LogReader()
+    events: list[Any] = []
+    guard = call_model_input_filter(
+        model_info=wg.ModelInfo(context_window=WINDOW), sinks=events.append
+    )
+    recording = Recording(guard)
+    with Emulator(flavor="openai", context_window=WINDOW, scenario=policy) as emu:
+        result = _run(emu, kind, runner, recording, guard.hooks)
+    return policy, emu, recording, events, result
+
+
+@pytest.mark.parametrize(("kind", "runner"), RUNS)
+def test_with_the_filter_the_run_never_overflows(kind: str, runner: str) -> None:
+    policy, emu, recording, events, result = _guarded_run(kind, runner)
+    records = emu.records
+    assert [record.status for record in records] == [200] * len(records)  # 0 overflows
+    assert result.final_output == f"finished: read {PARTS} parts"
+    # the run really outgrew the window: its history would not fit, and calls were pruned
+    assert len(result.to_input_list()) > 2 * PARTS
+    assert recording.pruned > 10
+    for body in policy.bodies:
+        _check_request(body)
+        if kind == "responses":
+            _responses_pairs(body)
+    # max_tokens reserved: every prompt left the requested 256 free, and got them
+    assert all(r.prompt_tokens is not None and r.prompt_tokens + 256 <= WINDOW for r in records)
+    assert {r.max_output_tokens for r in records} == {256}
+    # usage fed back: every call after the first was measured, each response gauged
+    kinds = Counter(event.kind for event in events)
+    assert kinds["context_estimate"] == len(records) == recording.calls
+    assert kinds["usage_measured"] == len(records) - 1
+    reported = [e.tokens for e in events if e.kind == "context_pressure"]
+    assert reported == [r.prompt_tokens for r in records]
+
+
+def test_without_max_tokens_the_default_reserve_keeps_the_run_inside() -> None:
+    policy = LogReader()
+    guard = call_model_input_filter(model_info=wg.ModelInfo(context_window=WINDOW))
+    with Emulator(flavor="openai", context_window=WINDOW, scenario=policy) as emu:
+        result = _run_sync(emu, guard, hooks=guard.hooks, max_tokens=None)
+        records = emu.records
+    assert result.final_output == f"finished: read {PARTS} parts"
+    assert all(record.status == 200 for record in records)
+
+
+def test_a_head_that_cannot_fit_raises_before_any_request() -> None:
+    guard = call_model_input_filter(model_info=wg.ModelInfo(context_window=WINDOW))
+    with Emulator(flavor="openai", context_window=WINDOW) as emu:
+        with pytest.raises(wg.ContextTruncatedError):
+            _run_sync(emu, guard, hooks=guard.hooks, task="word " * 9000)
+        assert emu.records == ()
+
+
+def _data(agent: Agent[Any], items: list[Any], instructions: str | None) -> CallModelData[Any]:
+    return CallModelData(
+        model_data=ModelInputData(input=items, instructions=instructions),
+        agent=agent,
+        context=None,
+    )
+
+
+def _reasoning_transcript(turns: int) -> list[Any]:
+    items: list[Any] = [{"role": "user", "content": "Investigate."}]
+    for turn in range(turns):
+        items.append(
+            {
+                "type": "reasoning",
+                "id": f"rs_{turn}",
+                "summary": [{"type": "summary_text", "text": "thinking " * 20}],
+                "encrypted_content": "e" * 400,
+            }
+        )
+        for call in range(2):
+            items.append(
+                {
+                    "type": "function_call",
+                    "id": f"fc_{turn}_{call}",
+                    "call_id": f"call_{turn}_{call}",
+                    "name": "read_log",
+                    "arguments": json.dumps({"part": turn}),
+                }
+            )
+        for call in range(2):  # outputs after both calls, as the runner appends them
+            items.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": f"call_{turn}_{call}",
+                    "output": "log line " * 120,
+                }
+            )
+    return items
+
+
+def test_reasoning_items_and_parallel_calls_are_dropped_as_whole_turns() -> None:
+    agent: Agent[Any] = Agent(name="a", instructions="Be brief.", tools=[read_log], model="gpt-4o")
+    guard = call_model_input_filter(model_info=wg.ModelInfo(context_window=4096))
+    items = _reasoning_transcript(20)
+    result = asyncio.run(guard(_data(agent, items, "Be brief.")))
+    kept = result.input
+    assert kept[0] is items[0]
+    assert kept[-1] is items[-1]
+    assert len(kept) < len(items)
+    # whole turns: each kept reasoning item has both its calls and both outputs
+    kept_ids = {id(item) for item in kept}
+    for start in range(1, len(items), 5):
+        turn = items[start : start + 5]
+        assert len({id(item) in kept_ids for item in turn}) == 1
+
+
+def test_each_run_is_its_own_conversation_and_shares_across_its_calls() -> None:
+    agent: Agent[Any] = Agent(name="a", instructions="Be brief.", model="gpt-4o")
+    guard = call_model_input_filter(model_info=wg.ModelInfo(context_window=4096))
+    first = [{"role": "user", "content": "Task one."}]
+    second = [{"role": "user", "content": "Task two."}]
+    asyncio.run(guard(_data(agent, first, "Be brief.")))
+    asyncio.run(guard(_data(agent, second, "Be brief.")))
+    one = guard.find_conversation("gpt-4o", first, "Be brief.")
+    two = guard.find_conversation("gpt-4o", second, "Be brief.")
+    assert one is not None and two is not None and one is not two
+    later = [*first, {"role": "assistant", "content": "ok"}, {"role": "user", "content": "more"}]
+    assert guard.find_conversation("gpt-4o", later, "Be brief.") is one
+    assert guard.find_conversation("gpt-4o", first, "Other instructions.") is None
+
+
+def test_a_manager_template_is_copied_per_conversation() -> None:
+    template = wg.ContextWindowManager(model_info=wg.ModelInfo(context_window=4096))
+    guard = call_model_input_filter(manager=template)
+    agent: Agent[Any] = Agent(name="a", model="gpt-4o")
+    items = [{"role": "user", "content": "Task."}]
+    asyncio.run(guard(_data(agent, items, None)))
+    conversation = guard.find_conversation("gpt-4o", items, None)
+    assert conversation is not None
+    assert conversation.manager is not template
+    assert conversation.manager.context_window == 4096
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"manager": object()},
+        {"manager": wg.ContextWindowManager(), "safety": 10},
+        {"max_tokens": 0},
+        {"max_tokens": True},
+        {"safety": -1},
+        {"pruning": "sometimes"},
+        {"strict": "yes"},
+        {"model": ""},
+        {"model_info": {"context_window": 10}},
+        {"sinks": [42]},
+        {"max_conversations": 0},
+        {"ttl_seconds": -1},
+    ],
+)
+def test_bad_options_raise_configuration_error(options: dict[str, Any]) -> None:
+    with pytest.raises(wg.ConfigurationError):
+        call_model_input_filter(**options)
+
+
+def test_a_bad_agent_max_tokens_or_input_is_named() -> None:
+    guard = call_model_input_filter(model_info=wg.ModelInfo(context_window=4096))
+    agent: Agent[Any] = Agent(name="a", model="gpt-4o", model_settings=ModelSettings(max_tokens=-5))
+    with pytest.raises(wg.ConfigurationError, match="max_tokens"):
+        asyncio.run(guard(_data(agent, [{"role": "user", "content": "x"}], None)))
+    with pytest.raises(wg.InvalidTranscriptError, match="list of Responses input items"):
+        asyncio.run(guard(_data(Agent(name="a"), "not a list", None)))  # type: ignore[arg-type]
