@@ -239,6 +239,26 @@ def test_middleware_discovers_the_window_from_the_base_url(policy: Scripted) -> 
         _check_requests(policy, emu)
 
 
+def test_an_overflow_refusal_teaches_the_window_to_a_retry(emu: Emulator, policy: Scripted) -> None:
+    from langchain.agents.middleware import ModelRetryMiddleware
+
+    def overflowed(exc: Exception) -> bool:
+        return wg.classify_failure(exc).kind is wg.FailureKind.CONTEXT_OVERFLOW
+
+    retry = ModelRetryMiddleware(
+        max_retries=1, retry_on=overflowed, on_failure="error", initial_delay=0, jitter=False
+    )
+    # The middleware is told the window is twice what the server serves.
+    wrong = ContextWindowMiddleware(model_info=wg.ModelInfo(context_window=2 * WINDOW))
+    agent = create_agent(_llm(emu), TOOLS, system_prompt=SYSTEM, middleware=[retry, wrong])
+    result = agent.invoke(_task(), {"recursion_limit": 100})
+
+    assert result["messages"][-1].content == ANSWER
+    statuses = [r.status for r in emu.records]
+    assert statuses.count(400) == 1  # the refusal stated the window; nothing overflowed after
+    assert statuses[statuses.index(400) + 1 :] == [200] * (len(statuses) - statuses.index(400) - 1)
+
+
 def test_a_send_that_cannot_fit_raises_before_any_request(emu: Emulator) -> None:
     middleware = ContextWindowMiddleware(model_info=_info())
     agent = create_agent(_llm(emu), TOOLS, system_prompt=SYSTEM, middleware=[middleware])
