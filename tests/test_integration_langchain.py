@@ -143,9 +143,20 @@ def test_create_agent_overflows_without_the_middleware(emu: Emulator) -> None:
     assert _overflows(emu) == 1
 
 
-def test_create_agent_with_the_middleware_never_overflows(emu: Emulator, policy: Scripted) -> None:
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"model_info": _info()},
+        {"model_info": _info(), "pruning": "minimal", "safety": 200},
+        {"manager": wg.ContextWindowManager("emulated-model", model_info=_info())},
+    ],
+    ids=["model_info", "minimal", "manager"],
+)
+def test_create_agent_with_the_middleware_never_overflows(
+    emu: Emulator, policy: Scripted, options: dict[str, Any]
+) -> None:
     events: list[Any] = []
-    middleware = ContextWindowMiddleware(model_info=_info(), sinks=events.append)
+    middleware = ContextWindowMiddleware(sinks=events.append, **options)
     agent = create_agent(_llm(emu), TOOLS, system_prompt=SYSTEM, middleware=[middleware])
     result = agent.invoke(_task(), {"recursion_limit": 100})
 

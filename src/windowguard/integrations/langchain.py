@@ -49,6 +49,7 @@ try:
         ModelRequest,
         ModelResponse,
     )
+    from langchain_core.language_models import BaseChatModel
     from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage
     from langchain_core.messages.utils import convert_to_openai_messages
     from langchain_core.utils.function_calling import convert_to_openai_tool
@@ -149,7 +150,7 @@ class _Fitter:
         if self.safety is not None:
             options["safety"] = self.safety
         model = name or None
-        if self.model_info is None and model is not None and base_url:
+        if self.model_info is None and model is not None and base_url.startswith("http"):
             # A server of its own (vLLM, llama.cpp, a gateway) may serve a smaller window
             # than the catalog's: ask it, and let the catalog fill in what it does not say.
             return ContextWindowManager.from_endpoint(base_url, model, api_key, **options)
@@ -178,16 +179,18 @@ class _Fitter:
         streamed reply reports its prompt tokens (``stream_options.include_usage``,
         which OpenAI, vLLM, SGLang and llama.cpp accept). Other models are unchanged.
         """
-        if not self.stream_usage or getattr(chat_model, "stream_usage", False) is not None:
-            return chat_model
-        copy_model = getattr(chat_model, "model_copy", None)
-        if not callable(copy_model):
+        if (
+            not self.stream_usage
+            or not isinstance(chat_model, BaseChatModel)
+            or "stream_usage" not in type(chat_model).model_fields
+            or chat_model.stream_usage is not None  # type: ignore[attr-defined]
+        ):
             return chat_model
         with self._lock:
             known = self._reporting.get(id(chat_model))
             if known is not None and known[0] is chat_model:
                 return known[1]
-        reporting = copy_model(update={"stream_usage": True})
+        reporting = chat_model.model_copy(update={"stream_usage": True})
         with self._lock:
             if len(self._reporting) >= self.max_conversations:
                 self._reporting.clear()  # models are few; this only bounds a leak
