@@ -111,8 +111,20 @@ def _chat_kwargs(transcript: list[Any], stream: bool) -> dict[str, Any]:
 
 def _chat_from_response(response: Any) -> tuple[list[Any], list[str]]:
     message = response.choices[0].message
-    calls = [c.id for c in message.tool_calls or []]
-    return [message.model_dump(exclude_none=True)], calls
+    calls = message.tool_calls or []
+    assistant = {
+        "role": "assistant",
+        "content": message.content,
+        "tool_calls": [
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.function.name, "arguments": c.function.arguments},
+            }
+            for c in calls
+        ],
+    }
+    return [assistant], [c.id for c in calls]
 
 
 def _chat_from_chunks(chunks: list[Any]) -> tuple[list[Any], list[str]]:
@@ -155,6 +167,28 @@ async def achat_step(
         async with result:
             return _chat_from_chunks([chunk async for chunk in result])
     return _chat_from_response(result)
+
+
+def chat_helper_step(
+    client: Any, transcript: list[Any], stream: bool
+) -> tuple[list[Any], list[str]]:
+    kwargs = _chat_kwargs(transcript, False)
+    with client.chat.completions.stream(**kwargs) as helper:
+        if stream:  # iterate the events first, then ask for the final completion
+            list(helper)
+        final = helper.get_final_completion()
+    return _chat_from_response(final)
+
+
+async def achat_helper_step(
+    client: Any, transcript: list[Any], stream: bool
+) -> tuple[list[Any], list[str]]:
+    kwargs = _chat_kwargs(transcript, False)
+    async with client.chat.completions.stream(**kwargs) as helper:
+        if stream:
+            [event async for event in helper]
+        final = await helper.get_final_completion()
+    return _chat_from_response(final)
 
 
 def chat_result(call_id: str, n: int) -> Any:
@@ -201,6 +235,26 @@ async def aresponses_step(
         async with result:
             return _responses_from(_completed([e async for e in result]).output)
     return _responses_from(result.output)
+
+
+def responses_helper_step(
+    client: Any, transcript: list[Any], stream: bool
+) -> tuple[list[Any], list[str]]:
+    with client.responses.stream(**_responses_kwargs(transcript, False)) as helper:
+        if stream:
+            list(helper)
+        final = helper.get_final_response()
+    return _responses_from(final.output)
+
+
+async def aresponses_helper_step(
+    client: Any, transcript: list[Any], stream: bool
+) -> tuple[list[Any], list[str]]:
+    async with client.responses.stream(**_responses_kwargs(transcript, False)) as helper:
+        if stream:
+            [event async for event in helper]
+        final = await helper.get_final_response()
+    return _responses_from(final.output)
 
 
 def responses_result(call_id: str, n: int) -> Any:
@@ -323,6 +377,16 @@ class Flavour:
 FLAVOURS = {
     "chat": Flavour("chat", "openai", chat_step, achat_step, chat_result),
     "responses": Flavour("responses", "openai", responses_step, aresponses_step, responses_result),
+    "chat-stream-helper": Flavour(
+        "chat-stream-helper", "openai", chat_helper_step, achat_helper_step, chat_result
+    ),
+    "responses-stream-helper": Flavour(
+        "responses-stream-helper",
+        "openai",
+        responses_helper_step,
+        aresponses_helper_step,
+        responses_result,
+    ),
     "anthropic": Flavour(
         "anthropic", "anthropic", anthropic_step, aanthropic_step, anthropic_result
     ),

@@ -223,8 +223,8 @@ class GuardedClient(_Base):
             send.received(result)
         return result
 
-    def _prepare(self, api: Api, kwargs: dict[str, Any]) -> Send | None:
-        request = self._guard.request(api, kwargs)
+    def _prepare(self, api: Api, kwargs: dict[str, Any], *, helper: bool = False) -> Send | None:
+        request = self._guard.request(api, kwargs, helper=helper)
         if request is None:
             return None
         conversation, _ = self._guard.conversation_for(request, self._client, self._key)
@@ -266,8 +266,10 @@ class AsyncGuardedClient(_Base):
             send.received(result)
         return result
 
-    async def _prepare(self, api: Api, kwargs: dict[str, Any]) -> Send | None:
-        request = self._guard.request(api, kwargs)
+    async def _prepare(
+        self, api: Api, kwargs: dict[str, Any], *, helper: bool = False
+    ) -> Send | None:
+        request = self._guard.request(api, kwargs, helper=helper)
         if request is None:
             return None
         conversation, _ = await self._guard.aconversation_for(request, self._client, self._key)
@@ -282,8 +284,18 @@ class AsyncGuardedClient(_Base):
 # (vendor, attribute) -> {method: (api, how)}; nested resources map to a further dict.
 _Methods = dict[str, Any]
 _RESOURCES: dict[tuple[str, str], _Methods] = {
-    ("openai", "chat"): {"completions": {"create": (CHAT, "send")}},
-    ("openai", "responses"): {"create": (RESPONSES, "send")},
+    ("openai", "chat"): {
+        "completions": {
+            "create": (CHAT, "send"),
+            "parse": (CHAT, "send"),
+            "stream": (CHAT, "stream"),
+        }
+    },
+    ("openai", "responses"): {
+        "create": (RESPONSES, "send"),
+        "parse": (RESPONSES, "send"),
+        "stream": (RESPONSES, "stream"),
+    },
     ("anthropic", "messages"): {
         "create": (ANTHROPIC_MESSAGES, "send"),
         "stream": (ANTHROPIC_MESSAGES, "stream"),
@@ -326,8 +338,9 @@ class _Resource:
 
 
 class _StreamManager:
-    """``messages.stream(...)``: fits on entry, then enters the SDK's own stream manager
-    and returns the SDK's own ``MessageStream``, tapped for its usage."""
+    """A stream helper (``messages.stream``, ``chat.completions.stream``,
+    ``responses.stream``): fits on entry, then enters the SDK's own stream manager and
+    returns the SDK's own stream object, tapped for its usage."""
 
     __slots__ = ("_api", "_call", "_client", "_kwargs", "_manager")
 
@@ -341,7 +354,7 @@ class _StreamManager:
         self._manager: Any = None
 
     def __enter__(self) -> Any:
-        send = self._client._prepare(self._api, self._kwargs)
+        send = self._client._prepare(self._api, self._kwargs, helper=True)
         self._manager = self._call(**(self._kwargs if send is None else send.kwargs))
         try:
             stream = self._manager.__enter__()
@@ -383,7 +396,7 @@ class _AsyncStreamManager:
         self._manager: Any = None
 
     async def __aenter__(self) -> Any:
-        send = await self._client._prepare(self._api, self._kwargs)
+        send = await self._client._prepare(self._api, self._kwargs, helper=True)
         self._manager = self._call(**(self._kwargs if send is None else send.kwargs))
         try:
             stream = await self._manager.__aenter__()

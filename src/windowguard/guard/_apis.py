@@ -84,7 +84,8 @@ ANTHROPIC_MESSAGES: Final = Api(
 )
 
 # Responses arguments that make the server prepend context the guard cannot see.
-_SERVER_STATE: Final = ("previous_response_id", "conversation")
+# (``response_id`` resumes a stored response's stream in ``responses.stream``.)
+_SERVER_STATE: Final = ("previous_response_id", "conversation", "response_id")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -134,12 +135,13 @@ def server_state(api: Api, kwargs: Mapping[str, Any]) -> str | None:
     return None
 
 
-def parse(api: Api, kwargs: Mapping[str, Any]) -> Request:
+def parse(api: Api, kwargs: Mapping[str, Any], *, helper: bool = False) -> Request:
     """Read one call's keyword arguments.
 
     Args:
         api: the call.
         kwargs: its keyword arguments.
+        helper: the call is an SDK stream helper (``.stream(...)``), so a stream.
 
     Returns:
         The :class:`Request`.
@@ -193,7 +195,7 @@ def parse(api: Api, kwargs: Mapping[str, Any]) -> Request:
         tools=tools,
         requested=_requested(api, kwargs),
         replace_messages=replace_messages,
-        stream=kwargs.get("stream") is True,
+        stream=helper or kwargs.get("stream") is True,
         lead=lead,
     )
 

@@ -182,8 +182,13 @@ class Guard:
 
     # -- reading a call -----------------------------------------------------------------
 
-    def request(self, api: Api, kwargs: Mapping[str, Any]) -> Request | None:
-        """The call read, or None when it passes through unchanged (an event says why)."""
+    def request(
+        self, api: Api, kwargs: Mapping[str, Any], *, helper: bool = False
+    ) -> Request | None:
+        """The call read, or None when it passes through unchanged (an event says why).
+
+        ``helper`` says the call is an SDK stream helper (``.stream(...)``): a stream.
+        """
         state = server_state(api, kwargs)
         if state is not None:
             model = kwargs.get("model")
@@ -198,7 +203,7 @@ class Guard:
                 )
             )
             return None
-        return parse(api, kwargs)
+        return parse(api, kwargs, helper=helper)
 
     # -- conversations ------------------------------------------------------------------
 
@@ -333,9 +338,10 @@ class Guard:
         return self._fitted(request, conversation, fit, number)
 
     def _next_send(self, conversation: Conversation) -> int:
-        number = self._latest.get(conversation.manager, 0) + 1
-        self._latest[conversation.manager] = number
-        return number
+        with self._lock:
+            number = self._latest.get(conversation.manager, 0) + 1
+            self._latest[conversation.manager] = number
+            return number
 
     def _fitted(self, request: Request, conversation: Conversation, fit: Fit, number: int) -> Send:
         for event in fit.events:
@@ -351,7 +357,8 @@ class Guard:
 
     def is_latest(self, conversation: Conversation, number: int) -> bool:
         """Whether send ``number`` is still the conversation's latest fitted send."""
-        return self._latest.get(conversation.manager) == number
+        with self._lock:
+            return self._latest.get(conversation.manager) == number
 
     def emit(self, event: Event) -> None:
         """Give an event to the sinks."""

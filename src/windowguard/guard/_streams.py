@@ -3,7 +3,8 @@
 A streamed reply reports its usage in one of its events: OpenAI Chat Completions in the
 last chunk (when ``stream_options.include_usage`` asked for it), Anthropic in
 ``message_start`` (the prompt's tokens, final once the request is accepted), Responses
-in ``response.completed`` / ``response.incomplete``. The guard must feed that usage
+in ``response.completed`` / ``response.incomplete``; the SDKs' stream helpers pass the
+same events on (OpenAI's chat helper inside ``chunk`` events). The guard must feed that usage
 back when the caller consumes the stream, however it consumes it (iteration,
 ``text_stream``, ``get_final_message()``, ``until_done()``).
 
@@ -38,6 +39,8 @@ def stream_usage(event: object) -> object | None:
     if kind in ("response.completed", "response.incomplete"):
         response = getattr(event, "response", None)
         return getattr(response, "usage", None)
+    if kind == "chunk":  # openai's chat.completions.stream helper wraps each chunk
+        event = getattr(event, "chunk", None)
     if getattr(event, "object", None) == "chat.completion.chunk":
         return getattr(event, "usage", None)
     return None
