@@ -27,7 +27,11 @@ from agents import (
     function_tool,
     set_tracing_disabled,
 )
+from agents.items import ModelResponse
+from agents.models.default_models import get_default_model
 from agents.run_config import CallModelData, ModelInputData
+from agents.run_context import RunContextWrapper
+from agents.usage import Usage
 
 import windowguard as wg
 from windowguard.emulator import Emulator, EmulatorRequest, Reply
@@ -266,6 +270,20 @@ def test_a_head_that_cannot_fit_raises_before_any_request() -> None:
         assert emu.records == ()
 
 
+def test_a_reply_budget_that_cannot_be_left_free_raises_before_any_request() -> None:
+    # The filter cannot lower ModelSettings.max_tokens, so a call whose input leaves less
+    # room than it asks for is refused here rather than by the provider.
+    guard = call_model_input_filter(model_info=wg.ModelInfo(context_window=WINDOW))
+    task = "word " * 3000
+    with Emulator(flavor="openai", context_window=WINDOW) as emu:
+        with pytest.raises(wg.ContextTruncatedError) as caught:
+            _run_sync(emu, guard, hooks=guard.hooks, task=task, max_tokens=6000)
+        assert emu.records == ()
+        assert caught.value.floor == 6000
+        with pytest.raises(openai.BadRequestError):  # what the provider says without it
+            _run_sync(emu, None, task=task, max_tokens=6000)
+
+
 def _data(agent: Agent[Any], items: list[Any], instructions: str | None) -> CallModelData[Any]:
     return CallModelData(
         model_data=ModelInputData(input=items, instructions=instructions),
@@ -378,3 +396,44 @@ def test_a_bad_agent_max_tokens_or_input_is_named() -> None:
         asyncio.run(guard(_data(agent, [{"role": "user", "content": "x"}], None)))
     with pytest.raises(wg.InvalidTranscriptError, match="list of Responses input items"):
         asyncio.run(guard(_data(Agent(name="a"), "not a list", None)))  # type: ignore[arg-type]
+
+
+def test_the_model_name_comes_from_the_option_the_agent_or_the_sdk_default() -> None:
+    guard = call_model_input_filter()
+    client = openai.AsyncOpenAI(base_url="http://127.0.0.1:9/v1", api_key="x")
+    assert guard.model_name(Agent(name="a", model="gpt-4o-mini")) == "gpt-4o-mini"
+    assert guard.model_name(Agent(name="a", model=OpenAIResponsesModel("o3", client))) == "o3"
+    assert guard.model_name(Agent(name="a")) == get_default_model()
+    assert call_model_input_filter(model="m").model_name(Agent(name="a", model="x")) == "m"
+
+
+def test_usage_is_recorded_only_for_the_conversations_latest_call() -> None:
+    agent: Agent[Any] = Agent(name="a", instructions="Be brief.", model="gpt-4o")
+    events: list[Any] = []
+    guard = call_model_input_filter(
+        model_info=wg.ModelInfo(context_window=4096), sinks=events.append
+    )
+    items = [{"role": "user", "content": "Task."}]
+    hooks = guard.hooks
+    run_a: RunContextWrapper[Any] = RunContextWrapper(context=None)
+    run_b: RunContextWrapper[Any] = RunContextWrapper(context=None)
+
+    def answer(tokens: int) -> ModelResponse:
+        return ModelResponse(
+            output=[], usage=Usage(requests=1, input_tokens=tokens), response_id=None
+        )
+
+    async def calls() -> None:
+        await guard(_data(agent, items, "Be brief."))
+        await hooks.on_llm_start(run_a, agent, "Be brief.", items)  # type: ignore[arg-type]
+        await guard(_data(agent, items, "Be brief."))  # a later fit of the same conversation
+        await hooks.on_llm_start(run_b, agent, "Be brief.", items)  # type: ignore[arg-type]
+        await hooks.on_llm_end(run_a, agent, answer(111))  # stale: ignored
+        await hooks.on_llm_end(run_b, agent, answer(222))
+        await hooks.on_llm_end(run_b, agent, answer(333))  # nothing pending: ignored
+        await guard(_data(agent, items, "Be brief."))
+
+    asyncio.run(calls())
+    assert [e.tokens for e in events if e.kind == "context_pressure"] == [222]
+    measured = [e for e in events if e.kind == "usage_measured"]
+    assert len(measured) == 1 and measured[0].total_tokens == 222

@@ -219,8 +219,8 @@ class ContextWindowFilter:
             # The call cannot be given a smaller max_tokens from here: sending it would
             # only be refused for prompt + max_tokens over the window.
             raise ContextTruncatedError(
-                estimated_tokens=fit.estimated_tokens + requested,
-                budget=fit.context_window,
+                estimated_tokens=fit.estimated_tokens,
+                budget=max(0, fit.context_window - requested),
                 context_window=fit.context_window,
                 exact=fit.exact,
                 source=fit.sources[0] if fit.sources else "estimate",
