@@ -139,7 +139,7 @@ def _chat_from_chunks(chunks: list[Any]) -> tuple[list[Any], list[str]]:
                 if call.function is not None:
                     entry["name"] += call.function.name or ""
                     entry["arguments"] += call.function.arguments or ""
-    tool_calls = [
+    tool_calls: list[dict[str, Any]] = [
         {
             "id": c["id"],
             "type": "function",
@@ -148,7 +148,7 @@ def _chat_from_chunks(chunks: list[Any]) -> tuple[list[Any], list[str]]:
         for c in calls.values()
     ]
     message = {"role": "assistant", "content": text, "tool_calls": tool_calls}
-    return [message], [c["id"] for c in tool_calls]
+    return [message], [c["id"] for c in calls.values()]
 
 
 def chat_step(client: Any, transcript: list[Any], stream: bool) -> tuple[list[Any], list[str]]:
@@ -907,3 +907,22 @@ def test_importing_the_guard_imports_no_sdk() -> None:
         "sorted(m for m in sys.modules if m in ('openai', 'anthropic'))\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_async_clients_pass_through_and_copy_guarded() -> None:
+    async def main(emu: Emulator) -> None:
+        raw = openai.AsyncOpenAI(base_url=emu.base_url, api_key="k")
+        async with guard(raw, discover=False) as guarded:
+            assert isinstance(guarded, AsyncGuardedClient)
+            copy = guarded.with_options(timeout=3.0)
+            assert isinstance(copy, AsyncGuardedClient)
+            assert [m.id async for m in guarded.models.list()] == [MODEL]
+            pinned = copy.conversation("k1")
+            reply = await pinned.chat.completions.create(
+                model=MODEL, messages=[{"role": "user", "content": "hi"}]
+            )
+            assert type(reply) is openai.types.chat.ChatCompletion
+
+    with Emulator(flavor="openai", context_window=4096) as emu:
+        asyncio.run(main(emu))
+        assert [r.status for r in emu.records] == [200]
