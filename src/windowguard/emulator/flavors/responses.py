@@ -11,7 +11,11 @@ checks what the API checks before generating: ``model`` and ``input`` present,
 (anywhere in the input: the Responses API pairs by ``call_id``, not by position), and
 no ``previous_response_id`` (the emulator keeps no server-side state, so it answers as
 the API does for an id it does not know). A prompt over the window gets the Responses
-API's own refusal (:func:`context_window_error`).
+API's own refusal (:func:`context_window_error`); so does a prompt plus
+``max_output_tokens`` over the window, checked as the chat endpoint checks
+``max_tokens`` (the API documents only the input limit: this is the stricter reading).
+The refusal is an HTTP 400 even with ``stream=True``; the API has also been seen to
+answer a streamed request with an ``error`` event inside the stream instead.
 
 The count request (OpenAI API reference, Responses "Get input token counts"; SDK
 ``responses.input_tokens.count``) carries ``model``, ``input`` (a string or a list of
