@@ -611,6 +611,7 @@ def test_everything_else_passes_through() -> None:
         assert guarded.api_key == "k"
         assert guarded.base_url == raw.base_url
         assert guarded.wrapped_client is raw
+        assert {"chat", "responses", "models", "conversation"} <= set(dir(guarded))
         assert guarded.models is raw.models
         assert [m.id for m in guarded.models.list()] == [MODEL]
         assert guarded.chat.completions.with_raw_response is not None
@@ -886,9 +887,17 @@ def test_a_template_manager_is_copied_per_conversation() -> None:
     assert template.calibration.factor == wg.ContextWindowManager().calibration.factor
 
 
-def test_the_window_is_discovered_from_the_clients_endpoint() -> None:
+@pytest.mark.parametrize(
+    ("flavor", "window", "source"),
+    [("vllm", 5000, "discovered"), ("llamacpp", 5000, "discovered"), ("openai", 8192, "fallback")],
+)
+def test_the_window_is_discovered_from_the_clients_endpoint(
+    flavor: str, window: int, source: str
+) -> None:
+    """vLLM and llama.cpp report the window they serve; the OpenAI flavour (like OpenAI)
+    does not, and an unknown model then gets the fallback window, which events say."""
     events: list[Event] = []
-    with Emulator(flavor="vllm", context_window=5000) as emu:
+    with Emulator(flavor=flavor, context_window=5000) as emu:
         guarded = guard(
             sync_client(openai.OpenAI(base_url=emu.base_url, api_key="k")), sinks=[events.append]
         )
@@ -897,7 +906,7 @@ def test_the_window_is_discovered_from_the_clients_endpoint() -> None:
                 model=MODEL, messages=[{"role": "user", "content": "a"}]
             )
     estimates = [e for e in events if isinstance(e, wg.ContextEstimate)]
-    assert [(e.window, e.source) for e in estimates] == [(5000, "discovered")] * 2
+    assert [(e.window, e.source) for e in estimates] == [(window, source)] * 2
 
 
 def test_importing_the_guard_imports_no_sdk() -> None:

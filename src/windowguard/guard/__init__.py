@@ -186,6 +186,9 @@ class _Base:
             return value
         return _Resource(self, value, guarded)
 
+    def __dir__(self) -> list[str]:
+        return sorted(set(dir(self._client)) | set(object.__dir__(self)))
+
     def __repr__(self) -> str:
         pinned = f", conversation={self._key!r}" if self._key else ""
         return f"<{type(self).__name__} of {self._client!r}{pinned}>"
