@@ -40,13 +40,15 @@ from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import Any
 
+from .._conversations import DEFAULT_MAX_CONVERSATIONS
 from ..catalog import ModelInfo
 from ..exceptions import ConfigurationError
 from ..manager import ContextWindowManager
+from ..providers._common import DEFAULT_DISCOVERY_TIMEOUT
 from ..prune import PruningPolicy
 from ..sinks import Sink
 from ._apis import ANTHROPIC_MESSAGES, CHAT, RESPONSES, Api
-from ._core import DEFAULT_MAX, DEFAULT_TIMEOUT, Guard, GuardPassthrough, Send
+from ._core import Guard, GuardPassthrough, Send
 from ._streams import tap, tap_async
 
 __all__ = ["AsyncGuardedClient", "GuardPassthrough", "GuardedClient", "guard"]
@@ -61,9 +63,9 @@ def guard(
     sinks: Iterable[Sink] = (),
     strict: bool | None = None,
     manager: ContextWindowManager | None = None,
-    max_conversations: int = DEFAULT_MAX,
+    max_conversations: int = DEFAULT_MAX_CONVERSATIONS,
     discover: bool | None = None,
-    discovery_timeout: float = DEFAULT_TIMEOUT,
+    discovery_timeout: float = DEFAULT_DISCOVERY_TIMEOUT,
 ) -> Any:
     """Wrap an ``openai`` or ``anthropic`` client (sync or async) so no call overflows.
 

@@ -35,7 +35,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final
 
-from .._conversations import DEFAULT_MAX_CONVERSATIONS, Conversation, ConversationStore, head_key
+from .._conversations import Conversation, ConversationStore, head_key
 from ..accounting.remote import RemoteCountError
 from ..catalog import ModelInfo
 from ..estimate import prompt_tokens_from_usage
@@ -44,12 +44,7 @@ from ..exceptions import ConfigurationError
 from ..failures import FailureKind, classify_failure
 from ..gauge import ContextGauge
 from ..manager import ContextWindowManager, Fit
-from ..providers._common import (
-    DEFAULT_DISCOVERY_TIMEOUT,
-    CounterSource,
-    ModelInfoSource,
-    is_default_host,
-)
+from ..providers._common import CounterSource, ModelInfoSource, is_default_host
 from ..prune import POLICIES, PruningPolicy
 from ..shrink import DEFAULT_SAFETY_BUFFER
 from ..sinks import Sink, emit
@@ -435,7 +430,3 @@ def _endpoint(client: Any) -> tuple[str, str | None]:
     base_url = str(getattr(client, "base_url", "") or "")
     api_key = getattr(client, "api_key", None)
     return base_url, api_key if isinstance(api_key, str) and api_key else None
-
-
-DEFAULT_MAX = DEFAULT_MAX_CONVERSATIONS
-DEFAULT_TIMEOUT = DEFAULT_DISCOVERY_TIMEOUT
