@@ -67,6 +67,7 @@ from .failures import FailureKind as FailureKind
 from .failures import TerminationReason as TerminationReason
 from .failures import classify_failure as classify_failure
 from .gauge import ContextGauge as ContextGauge
+from .guard import guard as guard
 from .journal import Journal as Journal
 from .journal import PostgresJournal as PostgresJournal
 from .journal import RunState as RunState
@@ -209,6 +210,7 @@ __all__ = [
     "discover_model_info",
     "emit",
     "fit_max_tokens",
+    "guard",
     "load_counter",
     "lookup_model",
     "prompt_tokens_from_usage",
