@@ -432,3 +432,63 @@ def test_damaged_transcripts_keep_the_damage_head_and_newest_and_fit_or_raise(
     newest = messages[seg.turn_starts[-1] :] if seg.turn_starts else []
     assert all(a is b for a, b in zip(fit.messages[-len(newest) :], newest))
     assert fit.estimated_tokens + fit.max_tokens <= fit.context_window
+
+
+def test_each_fit_hands_out_a_new_list_of_the_callers_messages() -> None:
+    # A send that keeps everything returns the copy made while comparing the transcript
+    # with the previous send's: it must still be a list of its own, every time.
+    mgr = _manager(200_000)
+    messages = _chat(4)
+    first = mgr.fit(messages, max_tokens=1_000).messages
+    messages.append({"role": "user", "content": "and now?"})
+    size = len(messages)
+    second = mgr.fit(messages, max_tokens=1_000, last_usage=NO_USAGE).messages
+    third = mgr.fit(messages, max_tokens=1_000, last_usage=NO_USAGE).messages
+    assert second == messages and all(a is b for a, b in zip(second, messages, strict=True))
+    assert second is not messages and third is not second and third is not messages
+    second.clear()
+    first.append("not a message")
+    assert len(messages) == size
+    assert mgr.fit(messages, max_tokens=1_000, last_usage=NO_USAGE).messages == messages
+
+
+def test_a_message_replaced_in_place_is_sized_again_and_sent() -> None:
+    mgr = _manager(200_000)
+    messages = _chat(4)
+    before = mgr.fit(messages, max_tokens=1_000).estimated_tokens
+    messages[3] = {
+        "role": "tool",
+        "tool_call_id": messages[3]["tool_call_id"],
+        "content": "y" * 4_000,
+    }
+    fit = mgr.fit(messages, max_tokens=1_000, last_usage=NO_USAGE)
+    assert fit.messages[3] is messages[3] and fit.estimated_tokens > before + 500
+
+
+def test_the_budget_follows_max_tokens_and_safety_from_send_to_send() -> None:
+    mgr = _manager(32_000, safety=500)
+    messages = _chat(2)
+    assert mgr.fit(messages, max_tokens=1_000).budget == 32_000 - 1_000 - 500
+    assert mgr.fit(messages, max_tokens=2_000, last_usage=NO_USAGE).budget == 32_000 - 2_500
+    assert mgr.fit(messages, max_tokens=2_000, last_usage=NO_USAGE, safety=100).budget == 29_900
+    with pytest.raises(wg.ConfigurationError, match="max_tokens"):
+        mgr.fit(messages, max_tokens=True, last_usage=NO_USAGE)  # equal to 1, never a hit
+    with pytest.raises(wg.ConfigurationError, match="safety"):
+        mgr.fit(messages, max_tokens=2_000, last_usage=NO_USAGE, safety=100.0)  # type: ignore[arg-type]
+
+
+def test_sources_name_a_counter_set_after_the_first_fit() -> None:
+    mgr = _manager(32_000, counter="heuristic")
+    messages = _chat(2)
+    assert mgr.fit(messages, max_tokens=1_000).sources == ("heuristic:o200k",)
+
+    class Counter:
+        name = "stub"
+
+        def count(self, query: wg.CountQuery) -> int:
+            raise wg.RemoteCountError("unused")
+
+    mgr.remote = Counter()  # type: ignore[assignment]
+    fit = mgr.fit(messages, max_tokens=1_000, last_usage=NO_USAGE)
+    assert fit.sources == ("remote:stub", "heuristic:o200k")
+    assert mgr.counter_name == "remote:stub, heuristic:o200k"

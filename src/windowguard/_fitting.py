@@ -136,7 +136,7 @@ class FitContext:
         self.local_fixed: int | None = None
         self._key: Hashable | None = None
         # Counts made in this fit, by what they depend on.
-        self._counts: dict[tuple[int, Factors, int, int | None], Count] = {}
+        self._counts: dict[tuple[int, float, float, int | None, int | None], Count] = {}
 
     @property
     def end(self) -> int:
@@ -158,9 +158,15 @@ class FitContext:
     def key(self) -> Hashable:
         """The base's key: the fixed parts' content and the head messages' identity."""
         if self._key is None:
-            entries = self.run.ledger.entries
-            head = tuple(id(entries[i]) for i in range(self.seg.head_stop))
-            self._key = (self.fixed.key, head)
+            run, fixed_key, head_stop = self.run, self.fixed.key, self.seg.head_stop
+            known = run.base_key
+            if known is not None and known[0] is fixed_key and known[1] == head_stop:
+                self._key = known[2]
+            else:
+                entries = run.ledger.entries
+                head = tuple(id(entries[i]) for i in range(head_stop))
+                self._key = (fixed_key, head)
+                run.base_key = (fixed_key, head_stop, self._key)
         return self._key
 
     @property
@@ -205,7 +211,13 @@ class FitContext:
 
     def count(self, kept_from: int, factors: Factors) -> Count:
         """The best count of the request keeping turns from ``kept_from``."""
-        key = (kept_from, factors, self.run.ledger.version, self.local_fixed)
+        key = (
+            kept_from,
+            factors.heuristic,
+            factors.local,
+            self.run.ledger.version,
+            self.local_fixed,
+        )
         known = self._counts.get(key)
         if known is not None:
             return known
@@ -339,7 +351,7 @@ def build_fit(
     model_info: ModelInfo,
     floor: int,
     factors: Factors,
-    counter_name: str,
+    counter_sources: tuple[str, ...],
 ) -> Fit:
     """The :class:`Fit` of what will be sent: ``max_tokens`` fitted by the shrink guard
     (with no safety buffer when the count is exact), and the ``context_estimate``
@@ -357,9 +369,10 @@ def build_fit(
     )
     if isinstance(shrink.event, (MaxTokensShrunk, ContextEmergencyShrink)):
         events.append(shrink.event)
-    sources = ["ledger"] if count.measured else []
-    if not count.exact:
-        sources.extend(counter_name.split(", "))
+    if count.exact:
+        sources: tuple[str, ...] = ("ledger",) if count.measured else ()
+    else:
+        sources = ("ledger", *counter_sources) if count.measured else counter_sources
     estimate = ContextEstimate(
         estimated_tokens=estimated,
         window=window,
@@ -369,7 +382,7 @@ def build_fit(
         source=model_info.source,
         measured_tokens=count.measured,
         exact=count.exact,
-        sources=tuple(sources),
+        sources=sources,
     )
     return Fit(
         messages=kept,
@@ -386,6 +399,6 @@ def build_fit(
         events=(estimate, *events),
         measured_tokens=count.measured,
         exact=count.exact,
-        sources=tuple(sources),
+        sources=sources,
         remote_counts=remote_counts,
     )

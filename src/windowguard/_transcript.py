@@ -35,7 +35,17 @@ __all__ = ["Fixed", "RequestParts", "Transcript", "update_transcript"]
 class Transcript:
     """Incremental per-run view of the transcript last fitted."""
 
-    __slots__ = ("anchor", "cache", "format", "format_certain", "index", "ledger", "seen")
+    __slots__ = (
+        "anchor",
+        "base_key",
+        "cache",
+        "format",
+        "format_certain",
+        "index",
+        "ledger",
+        "seen",
+        "snapshot",
+    )
 
     def __init__(self, fmt: Format, certain: bool) -> None:
         self.format: Format = fmt
@@ -47,6 +57,20 @@ class Transcript:
         self.cache: dict[int, Entry] = {}
         # Where the previous send's kept turns began (message index), for low-water pruning.
         self.anchor: int | None = None
+        # A copy of the transcript just fitted, made while comparing it with the previous
+        # send's (update_transcript); taken once by the fit that keeps every message.
+        self.snapshot: list[object] | None = None
+        # The base key of the last send (fixed parts' key, head length, key): a send with
+        # the same fixed parts and head reuses it, and the dict lookups its cached hash.
+        self.base_key: tuple[Hashable, int, Hashable] | None = None
+
+    def take(self, messages: Sequence[object]) -> list[object]:
+        """A new list of ``messages`` (the transcript just fitted): the snapshot made while
+        comparing it, when there is one, else a copy."""
+        snapshot, self.snapshot = self.snapshot, None
+        if snapshot is not None and len(snapshot) == len(messages):
+            return snapshot
+        return list(messages)
 
     def append(self, new: Sequence[object], estimator: Estimator) -> None:
         """Shape, estimate and segment messages appended to the transcript."""
@@ -99,7 +123,12 @@ def update_transcript(
     """
     if run is not None and explicit is not None and explicit != run.format:
         run = None
-    if run is not None and len(run.seen) <= len(messages) and _starts_with(messages, run.seen):
+    prefix = None
+    if run is not None:
+        run.snapshot = None
+        if len(run.seen) <= len(messages):
+            prefix = _prefix_of(messages, run.seen)
+    if run is not None and prefix is not None:
         new = messages[len(run.seen) :]
         check_message_types(new, offset=len(run.seen))
         if not run.format_certain and explicit is None:
@@ -108,6 +137,9 @@ def update_transcript(
                 return _rebuild(messages, found, True, None, estimator)
             run.format_certain = found is not None
         run.append(new, estimator)
+        if isinstance(prefix, list):
+            prefix.extend(new)
+            run.snapshot = prefix  # the copy compared is the copy sent (Transcript.take)
         return run
     check_message_types(messages)
     if explicit is not None:
@@ -116,19 +148,23 @@ def update_transcript(
     return _rebuild(messages, found or "openai_chat", found is not None, run, estimator)
 
 
-def _starts_with(messages: Sequence[object], seen: list[object]) -> bool:
-    """Whether ``messages`` begins with the messages of the previous send.
+def _prefix_of(messages: Sequence[object], seen: list[object]) -> list[object] | bool | None:
+    """Whether ``messages`` begins with the messages of the previous send: a copy of that
+    prefix (a list), True (it does, nothing copied) or None (it does not).
 
     A list is compared with ``==`` at C speed (7x faster than a Python-level identity
     walk at 2,000 messages): each element is first compared by identity, and a message
-    replaced by an equal one costs what it did. Anything else is walked by identity.
+    replaced by an equal one costs what it did. The copy that comparison needs is
+    returned, so that a send which keeps everything does not copy the transcript again.
+    Anything else is walked by identity.
     """
     if isinstance(messages, list):
         try:
-            return messages[: len(seen)] == seen
+            prefix = messages[: len(seen)]
+            return prefix if prefix == seen else None
         except Exception:  # a message whose == raises (arrays in its content)
             pass
-    return all(map(operator.is_, seen, messages))
+    return True if all(map(operator.is_, seen, messages)) else None
 
 
 _NOTHING: Final[dict[int, Entry]] = {}
@@ -193,6 +229,11 @@ class Fixed:
     tools: tuple[object, ...]
 
 
+_Cached = tuple[object, tuple[int, ...], int, str]
+"""A system argument's or tools' cache entry: the value, its elements' identities, its
+raw estimate and its content digest."""
+
+
 class RequestParts:
     """Sizes and names a request's system argument and tools.
 
@@ -201,12 +242,15 @@ class RequestParts:
     dict mutated inside is assumed not to happen, as for messages.
     """
 
-    __slots__ = ("_estimator", "_system", "_tools")
+    __slots__ = ("_estimator", "_last", "_system", "_tools")
 
     def __init__(self, estimator: Estimator) -> None:
         self._estimator = estimator
-        self._system: tuple[object, tuple[int, ...], int, str] | None = None
-        self._tools: tuple[object, tuple[int, ...], int, str] | None = None
+        self._system: _Cached | None = None
+        self._tools: _Cached | None = None
+        # The last Fixed, with the format and cache entries it was made from: a send
+        # with the same system and tools gets the same value (and its key's hash).
+        self._last: tuple[Format, _Cached | None, _Cached | None, Fixed] | None = None
 
     def fixed(self, fmt: Format, system: object, tools: Sequence[object] | None) -> Fixed:
         """The fixed parts of one request.
@@ -216,8 +260,8 @@ class RequestParts:
             ConfigurationError: tools that are not tool definitions.
         """
         estimator = self._estimator
-        raw = estimator.request_tokens
-        system_digest, system_raw = "", 0
+        system_entry: _Cached | None = None
+        tools_entry: _Cached | None = None
         if system is not None:
             if fmt != "anthropic":
                 raise InvalidTranscriptError(
@@ -229,10 +273,7 @@ class RequestParts:
             if cached is None or cached[0] is not system or cached[1] != elements:
                 tokens = sum(estimator.message_tokens(s) for s in shape_system(system))
                 cached = self._system = (system, elements, tokens, digest(system))
-            system_raw, system_digest = cached[2], cached[3]
-            raw += system_raw
-        tools_digest = ""
-        tool_tuple: tuple[object, ...] = ()
+            system_entry = cached
         if tools:
             known = self._tools
             elements = _elements(tools)
@@ -242,15 +283,34 @@ class RequestParts:
                 except RecursionError as exc:
                     raise ConfigurationError(f"tools nest too deeply to serialise: {exc}") from exc
                 known = self._tools = (tools, elements, tokens, digest(tools))
-            raw += known[2]
-            tools_digest = known[3]
-            tool_tuple = tuple(tools)
-        return Fixed(
+            tools_entry = known
+        last = self._last
+        if (
+            last is not None
+            and last[0] == fmt
+            and last[1] is system_entry
+            and last[2] is tools_entry
+        ):
+            return last[3]
+        raw = estimator.request_tokens
+        system_digest, system_raw = "", 0
+        if system_entry is not None:
+            system_raw, system_digest = system_entry[2], system_entry[3]
+            raw += system_raw
+        tools_digest = ""
+        tool_tuple: tuple[object, ...] = ()
+        if tools_entry is not None:
+            raw += tools_entry[2]
+            tools_digest = tools_entry[3]
+            tool_tuple = tuple(tools or ())
+        fixed = Fixed(
             key=(fmt, system_digest, tools_digest),
             raw=raw,
             system_raw=system_raw,
             tools=tool_tuple,
         )
+        self._last = (fmt, system_entry, tools_entry, fixed)
+        return fixed
 
 
 def _check_system(system: object) -> None:

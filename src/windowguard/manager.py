@@ -64,7 +64,7 @@ from .accounting.ledger import Factors
 from .accounting.local import TEMPLATE_OF, TemplateAccounting
 from .accounting.remote import CountQuery, RemoteCounter, RemoteCountError
 from .adapters import check_format, check_messages
-from .budget import compute_budget
+from .budget import Budget, compute_budget
 from .catalog import ModelInfo, OverridesArg, resolve_model_info
 from .estimate import NO_USAGE, Calibration, Estimator, prompt_tokens_from_usage
 from .events import (
@@ -208,6 +208,11 @@ class ContextWindowManager:
         self._sent: Composition | None = None
         self._pending: list[Event] = []
         self._distrust = False
+        self._budget_cache: tuple[tuple[int, object, object, object], object, Budget] | None = None
+        self._sources_cache: (
+            tuple[RemoteCounter | None, TemplateAccounting | None, Estimator, tuple[str, ...]]
+            | None
+        ) = None
 
     @classmethod
     def from_endpoint(
@@ -273,13 +278,27 @@ class ContextWindowManager:
     @property
     def counter_name(self) -> str:
         """What counts the unmeasured parts: remote, local and the heuristic's family."""
-        names = []
-        if self.remote is not None:
-            names.append(f"remote:{self.remote.name}")
-        if self.local is not None:
-            names.append(f"local:{self.local.family}")
-        names.append(f"heuristic:{self.estimator.tokenizer}")
-        return ", ".join(names)
+        return ", ".join(self._counter_sources)
+
+    @property
+    def _counter_sources(self) -> tuple[str, ...]:
+        """:attr:`counter_name`'s parts, made again only when a counter is replaced."""
+        remote, local, estimator = self.remote, self.local, self.estimator
+        cached = self._sources_cache
+        if (
+            cached is None
+            or cached[0] is not remote
+            or cached[1] is not local
+            or (cached[2] is not estimator)
+        ):
+            names = []
+            if remote is not None:
+                names.append(f"remote:{remote.name}")
+            if local is not None:
+                names.append(f"local:{local.family}")
+            names.append(f"heuristic:{estimator.tokenizer}")
+            cached = self._sources_cache = (remote, local, estimator, tuple(names))
+        return cached[3]
 
     @property
     def wants_remote_counter(self) -> bool:
@@ -453,13 +472,7 @@ class ContextWindowManager:
         run = self._run = update_transcript(self._run, messages, explicit, system, self.estimator)
         seg = run.index.segmentation()
         fixed = self._parts.fixed(run.format, system, tools)
-        budget = compute_budget(
-            context_window=self.model_info.context_window,
-            max_tokens=max_tokens,
-            max_output_tokens=self.model_info.max_output_tokens,
-            max_input_tokens=self.model_info.max_input_tokens,
-            safety=self.safety if safety is None else safety,
-        )
+        budget = self._budget(max_tokens, self.safety if safety is None else safety)
         ctx = FitContext(run=run, seg=seg, fixed=fixed, budget=budget, requested=max_tokens)
         if seg.problems:
             if self.strict:
@@ -509,18 +522,39 @@ class ContextWindowManager:
                 dropped = minimal
         return self._fitted(messages, ctx, dropped, events, calls)
 
+    def _budget(self, max_tokens: int | None, safety: int) -> Budget:
+        """The input budget, made again only when what it depends on changes."""
+        info = self.model_info
+        key = (info.context_window, max_tokens, info.max_output_tokens, info.max_input_tokens)
+        cached = self._budget_cache
+        plain = type(safety) is int and (max_tokens is None or type(max_tokens) is int)
+        if plain and cached is not None and cached[0] == key and cached[1] == safety:
+            return cached[2]  # (a bool or a float is validated again, never equal to a hit)
+        budget = compute_budget(
+            context_window=info.context_window,
+            max_tokens=max_tokens,
+            max_output_tokens=info.max_output_tokens,
+            max_input_tokens=info.max_input_tokens,
+            safety=safety,
+        )
+        self._budget_cache = (key, safety, budget)
+        return budget
+
     # -- decisions -------------------------------------------------------------------
 
     def _choose(self, ctx: FitContext) -> int | None:
+        factors = self._factors
+        if ctx.count(ctx.kept_from(0), factors).tokens <= ctx.budget.input_tokens:
+            return 0  # everything fits: no policy has anything to decide (the count is kept)
         turn_starts = ctx.seg.turn_starts
         return choose_drop(
-            cost=ctx.cost_function(self._factors),
+            cost=ctx.cost_function(factors),
             turn_starts=turn_starts,
             budget=ctx.budget.input_tokens,
             policy=self.pruning,
             low_water=self.low_water,
             anchor=ctx.run.anchor,
-            turn_tokens=ctx.typical_turn(self._factors) if self.hold_turns else 0,
+            turn_tokens=ctx.typical_turn(factors) if self.hold_turns else 0,
             hold_turns=self.hold_turns,
         )
 
@@ -739,7 +773,7 @@ class ContextWindowManager:
                     ctx.budget.input_tokens,
                 )
         else:
-            kept = list(messages)
+            kept = run.take(messages)
         self._sent = ctx.composition(kept_from)
         dropped_messages = len(messages) - len(kept)
         return self._result(kept, ctx, count, dropped, dropped_messages, (), events, calls)
@@ -767,7 +801,7 @@ class ContextWindowManager:
             model_info=self.model_info,
             floor=self.floor,
             factors=self._factors,
-            counter_name=self.counter_name,
+            counter_sources=self._counter_sources,
         )
 
     def _fit_damaged(

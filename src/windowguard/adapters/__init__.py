@@ -63,6 +63,8 @@ class ShapedTranscript:
 
 def check_messages(messages: object) -> Sequence[object]:
     """Return ``messages`` as a sequence, or raise naming what was given instead."""
+    if type(messages) is list or type(messages) is tuple:  # skips two ABC checks
+        return messages
     if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
         raise UnknownFormatError(f"messages must be a list of messages, got {type_name(messages)}")
     return messages
