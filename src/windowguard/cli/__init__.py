@@ -8,6 +8,7 @@ Subcommands, one module each:
     classify      classify a provider error body (:mod:`.classify`)
     plot          pressure, prunes and shrinks over steps as PNG (:mod:`.plot`)
     emulate       run the provider emulator (:mod:`windowguard.emulator.cli`)
+    proxy         serve the guarding proxy in front of an upstream (:mod:`.proxy`)
 
 Invariants: bad input (missing file, broken JSON, empty or damaged transcript, unknown
 format) prints one line to stderr and exits 2 — never a traceback; ``--help`` works on
@@ -24,7 +25,7 @@ import sys
 from collections.abc import Sequence
 
 from ..exceptions import WindowGuardError
-from . import classify, demo, fit, inspect, models, plot
+from . import classify, demo, fit, inspect, models, plot, proxy
 from ._common import ArgumentParser, CliError, common_parent
 
 __all__ = ["build_parser", "main"]
@@ -39,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     parent = common_parent()
-    for module in (demo, inspect, fit, models, classify, plot):
+    for module in (demo, inspect, fit, models, classify, plot, proxy):
         module.register(sub, parent)
     sub.add_parser("emulate", help="run the provider emulator", add_help=False)
     return parser

@@ -1,0 +1,163 @@
+"""``windowguard proxy --upstream URL``: serve the guarding proxy in the foreground.
+
+Prints what startup discovery found (window, tokenizer family, count endpoint) and the
+address to point clients at, then serves until interrupted. Refuses to start, with
+status 2 and one line saying what to pass, when nothing is known of the upstream's
+window and ``--window`` was not given. The key named by ``--api-key-env`` is read from
+the environment, never from the command line (where ``ps`` would show it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from ._common import CliError, non_negative_int, positive_int
+
+__all__ = ["register", "run"]
+
+_DESCRIPTION = """\
+An OpenAI- and Anthropic-compatible proxy that keeps every request inside the model's
+context window. POST /v1/chat/completions, /v1/responses and /v1/messages are fitted
+(oldest whole turns left out, head and newest turn kept, max_tokens fitted, tools
+counted) and forwarded; streams pass through as they arrive. A request that cannot fit
+gets a 400 with code "context_truncated" and never reaches the upstream. Every other
+path passes through untouched. GET /metrics (Prometheus) and GET /healthz are served.
+"""
+
+_EPILOG = """\
+example:
+  windowguard proxy --upstream http://127.0.0.1:8000
+  OPENAI_BASE_URL=http://127.0.0.1:8788/v1 your-agent
+"""
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
+
+
+def register(sub: Any, parent: argparse.ArgumentParser) -> None:
+    """Add the ``proxy`` subcommand to ``sub`` (an argparse subparsers action)."""
+    parser = sub.add_parser(
+        "proxy",
+        parents=[parent],
+        help="serve an OpenAI/Anthropic-compatible proxy that fits every request",
+        description=_DESCRIPTION,
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--upstream",
+        required=True,
+        metavar="URL",
+        help="the server to forward to, with or without /v1 (http://127.0.0.1:8000)",
+    )
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1, local only)"
+    )
+    parser.add_argument("--port", type=non_negative_int, default=8788, help="port (default 8788)")
+    parser.add_argument(
+        "--window",
+        type=positive_int,
+        metavar="N",
+        help="context window in tokens, for every model (default: discovered)",
+    )
+    parser.add_argument(
+        "--model",
+        metavar="NAME",
+        help="the model to discover at startup (default: the first the upstream lists)",
+    )
+    parser.add_argument(
+        "--api-key-env",
+        metavar="VAR",
+        help="send the key in this environment variable upstream instead of the clients' own",
+    )
+    parser.add_argument(
+        "--events", metavar="FILE", help="append events as JSON lines to FILE (mode 0600)"
+    )
+    parser.add_argument(
+        "--otel",
+        action="store_true",
+        help="send events to OpenTelemetry (needs windowguard[otel] and a configured SDK)",
+    )
+    parser.add_argument(
+        "--max-conversations",
+        type=positive_int,
+        default=1024,
+        metavar="N",
+        help="conversations remembered per model, least recently used forgotten (default 1024)",
+    )
+    parser.add_argument(
+        "--ttl",
+        type=_positive_float,
+        default=3600.0,
+        metavar="SECONDS",
+        help="forget a conversation idle this long (default 3600)",
+    )
+    parser.add_argument(
+        "--safety",
+        type=non_negative_int,
+        metavar="N",
+        help="tokens kept free below the window (default 500)",
+    )
+    parser.add_argument(
+        "--upstream-timeout",
+        type=_positive_float,
+        default=600.0,
+        metavar="SECONDS",
+        help="wait this long for the upstream's next byte (default 600)",
+    )
+    parser.add_argument(
+        "--discovery-timeout",
+        type=_positive_float,
+        default=5.0,
+        metavar="SECONDS",
+        help="time allowed for each startup discovery (default 5)",
+    )
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``windowguard proxy``; returns the exit status.
+
+    Raises:
+        CliError: ``--api-key-env`` names an unset or empty variable.
+        ConfigurationError: a bad option, or nothing known of the window without
+            ``--window``.
+    """
+    try:
+        from ..proxy import ProxyConfig, serve
+    except ImportError as exc:
+        raise CliError(
+            f"windowguard proxy needs Starlette, uvicorn and httpx2 ({exc}); "
+            'pip install "windowguard[proxy]"'
+        ) from exc
+
+    api_key: str | None = None
+    if args.api_key_env:
+        api_key = os.environ.get(args.api_key_env) or None
+        if api_key is None:
+            raise CliError(f"--api-key-env {args.api_key_env}: that variable is unset or empty")
+    config = ProxyConfig(
+        upstream=args.upstream,
+        host=args.host,
+        port=args.port,
+        window=args.window,
+        model=args.model,
+        api_key=api_key,
+        events=args.events,
+        otel=args.otel,
+        max_conversations=args.max_conversations,
+        ttl_seconds=args.ttl,
+        safety=args.safety,
+        upstream_timeout=args.upstream_timeout,
+        discovery_timeout=args.discovery_timeout,
+    )
+    return serve(config)

@@ -1,0 +1,240 @@
+"""What the proxy reads and writes on the wire: error bodies, headers, SSE usage.
+
+Invariants:
+
+- Every error the proxy itself answers is in the shape of the API the client called:
+  OpenAI's ``{"error": {"message", "type", "code", "param"}}`` for Chat Completions and
+  Responses, Anthropic's ``{"type": "error", "error": {"type", "message"}}`` for
+  Messages, so an unmodified SDK raises its own ``BadRequestError`` with the message.
+- Hop-by-hop headers (RFC 9110 section 7.6.1) and the ones the proxy recomputes
+  (``host``, ``content-length``) never cross it; nothing else is changed but the
+  credentials, and only when the proxy was given its own key.
+- :class:`SseUsage` reads server-sent events as they pass and never holds more than
+  one unfinished line: it hands each complete event's ``data`` to a callback and the
+  bytes go on untouched.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final
+
+__all__ = [
+    "HOP_BY_HOP",
+    "SseUsage",
+    "anthropic_error",
+    "error_body",
+    "forward_headers",
+    "openai_error",
+    "response_headers",
+    "usage_of_event",
+]
+
+HOP_BY_HOP: Final = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+_CREDENTIALS: Final = ("authorization", "x-api-key")
+
+
+def openai_error(
+    message: str, *, code: str | None, error_type: str = "invalid_request_error", **numbers: Any
+) -> dict[str, Any]:
+    """An OpenAI-shaped error body (extra fields, such as token numbers, ride along)."""
+    return {
+        "error": {"message": message, "type": error_type, "code": code, "param": None, **numbers}
+    }
+
+
+def anthropic_error(
+    message: str, *, error_type: str = "invalid_request_error", **numbers: Any
+) -> dict[str, Any]:
+    """An Anthropic-shaped error body."""
+    return {"type": "error", "error": {"type": error_type, "message": message, **numbers}}
+
+
+def error_body(
+    anthropic: bool,
+    message: str,
+    *,
+    code: str | None,
+    error_type: str = "invalid_request_error",
+    **numbers: Any,
+) -> dict[str, Any]:
+    """The error body in the called API's shape (``anthropic``: Messages)."""
+    if anthropic:
+        return anthropic_error(message, error_type=error_type, **numbers)
+    return openai_error(message, code=code, error_type=error_type, **numbers)
+
+
+def forward_headers(
+    headers: Iterable[tuple[str, str]],
+    *,
+    api_key: str | None,
+    anthropic: bool,
+    identity: bool,
+    keep_length: bool = False,
+) -> list[tuple[str, str]]:
+    """The client's request headers as sent upstream.
+
+    Args:
+        headers: the client's headers (lower- or mixed-case names).
+        api_key: the proxy's own key: replaces the client's credentials (the header the
+            client used; ``x-api-key`` for Anthropic routes and ``Authorization`` for
+            the others when it sent none); None forwards the client's own.
+        anthropic: the route is Anthropic's (its credential header is ``x-api-key``).
+        identity: ask for an unencoded answer (the proxy reads it).
+        keep_length: keep ``content-length`` (a body passed on byte for byte).
+    """
+    out: list[tuple[str, str]] = []
+    sent: set[str] = set()
+    connection_named = set()
+    pairs = list(headers)
+    for name, value in pairs:
+        if name.lower() == "connection":
+            connection_named |= {t.strip().lower() for t in value.split(",")}
+    for name, value in pairs:
+        lower = name.lower()
+        if lower in HOP_BY_HOP or lower == "host" or lower in connection_named:
+            continue
+        if lower == "content-length" and not keep_length:
+            continue
+        if identity and lower == "accept-encoding":
+            continue
+        if lower in _CREDENTIALS:
+            sent.add(lower)
+            if api_key is not None:
+                continue
+        out.append((name, value))
+    if api_key is not None:
+        if "authorization" in sent or (not sent and not anthropic):
+            out.append(("authorization", f"Bearer {api_key}"))
+        if "x-api-key" in sent or (not sent and anthropic):
+            out.append(("x-api-key", api_key))
+    if identity:
+        out.append(("accept-encoding", "identity"))
+    return out
+
+
+def response_headers(headers: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """The upstream's response headers as given to the client: hop-by-hop ones and
+    ``content-length`` (the server sets it for the body it sends) removed."""
+    out: dict[str, str] = {}
+    for name, value in headers:
+        lower = name.lower()
+        if lower in HOP_BY_HOP or lower == "content-length":
+            continue
+        out[lower] = value
+    return out
+
+
+def usage_of_event(data: Mapping[str, Any]) -> object | None:
+    """The usage one decoded stream event reports, if any.
+
+    OpenAI Chat Completions: a chunk's ``usage`` (the last chunk, when
+    ``stream_options.include_usage`` asked for it); Anthropic: ``message_start``'s
+    ``message.usage`` (the prompt's tokens, final once the request is accepted);
+    Responses: ``response.completed`` / ``response.incomplete``'s ``response.usage``.
+    """
+    kind = data.get("type")
+    if kind == "message_start":
+        message = data.get("message")
+        return message.get("usage") if isinstance(message, Mapping) else None
+    if kind in ("response.completed", "response.incomplete"):
+        response = data.get("response")
+        return response.get("usage") if isinstance(response, Mapping) else None
+    if data.get("object") == "chat.completion.chunk":
+        usage = data.get("usage")
+        return usage if isinstance(usage, Mapping) else None
+    return None
+
+
+def is_usage_only_chunk(data: Mapping[str, Any]) -> bool:
+    """Whether a Chat Completions chunk is the usage-only one ``include_usage`` adds
+    (empty ``choices``, a ``usage``)."""
+    return (
+        data.get("object") == "chat.completion.chunk"
+        and data.get("choices") == []
+        and isinstance(data.get("usage"), Mapping)
+    )
+
+
+class SseUsage:
+    """Reads the usage out of a server-sent event stream passing through.
+
+    Feed it the stream's bytes as they arrive (:meth:`feed`); it returns the bytes to
+    pass on: the same bytes, except, with ``strip_usage_chunk``, the usage-only Chat
+    Completions chunk the proxy asked for on the client's behalf. The first usage seen
+    goes to ``on_usage``.
+
+    Args:
+        on_usage: called once, with the first usage found.
+        strip_usage_chunk: drop the usage-only chunk (the client did not ask for it).
+    """
+
+    __slots__ = ("_buffer", "_on_usage", "_reported", "_strip")
+
+    def __init__(self, on_usage: Callable[[object], None], *, strip_usage_chunk: bool) -> None:
+        self._on_usage = on_usage
+        self._strip = strip_usage_chunk
+        self._reported = False
+        self._buffer = b""
+
+    def feed(self, chunk: bytes) -> bytes:
+        """Take the next bytes of the stream; returns the bytes to pass on now."""
+        self._buffer += chunk
+        out: list[bytes] = []
+        while True:
+            end = _event_end(self._buffer)
+            if end < 0:
+                break
+            event, self._buffer = self._buffer[:end], self._buffer[end:]
+            if self._keep(event):
+                out.append(event)
+        return b"".join(out)
+
+    def close(self) -> bytes:
+        """The stream ended: whatever is left (an unterminated last event)."""
+        rest, self._buffer = self._buffer, b""
+        return rest if rest and self._keep(rest) else b""
+
+    def _keep(self, event: bytes) -> bool:
+        if b"usage" not in event:  # cheap: most events carry no usage
+            return True
+        for line in event.splitlines():
+            if not line.startswith(b"data:"):
+                continue
+            payload = line[5:].strip()
+            if not payload.startswith(b"{"):
+                continue
+            try:
+                data = json.loads(payload)
+            except ValueError:
+                continue
+            if not isinstance(data, dict):
+                continue
+            usage = usage_of_event(data)
+            if usage is not None and not self._reported:
+                self._reported = True
+                self._on_usage(usage)
+            if self._strip and is_usage_only_chunk(data):
+                return False
+        return True
+
+
+def _event_end(buffer: bytes) -> int:
+    """The index just past the first complete event (a blank line ends one), or -1."""
+    ends = [
+        (i + len(sep)) for sep in (b"\n\n", b"\r\n\r\n", b"\r\r") if (i := buffer.find(sep)) >= 0
+    ]
+    return min(ends) if ends else -1

@@ -1,0 +1,476 @@
+"""The proxy's ASGI application: fit model calls, pass everything else through.
+
+Routes:
+
+- ``POST /v1/chat/completions``, ``POST /v1/responses`` (OpenAI) and
+  ``POST /v1/messages`` (Anthropic): the JSON body is exactly the keyword arguments of
+  the SDK call, so it is read, fitted and sent by the drop-in guard's core
+  (:mod:`windowguard.guard`): the oldest whole turns are left out until the request fits,
+  the reply budget (``max_tokens`` / ``max_completion_tokens`` / ``max_output_tokens``)
+  is fitted, the tools are counted. The answer, streamed or not, goes back as the
+  upstream sent it, and its usage is fed back to the conversation.
+- ``GET /metrics`` (Prometheus text) and ``GET /healthz``.
+- Every other method and path: passed through untouched (method, query, headers less
+  hop-by-hop ones, body and answer streamed both ways).
+
+Invariants:
+
+- A request that cannot fit is answered 400 ``context_truncated`` in the API's own
+  error shape, with the numbers, and the upstream is not contacted.
+- Bad input (a body that is not a JSON object, messages that are not a list, a bad
+  ``max_tokens`` ...) is answered 400 in the API's own shape naming the problem; the
+  proxy never answers with a traceback.
+- An upstream context overflow gets one reactive refit (the manager learns from the
+  refusal, the request is fitted again with the reactive safety margin of 100 tokens)
+  and is sent once more; any other upstream error, and a second overflow, goes back
+  unchanged (status, body, headers).
+- For a Chat Completions stream the proxy asks for ``stream_options.include_usage``
+  when the client did not, and then drops the usage-only last chunk that answers it,
+  so the client sees the chunks it asked for (each carrying ``"usage": null``, as
+  OpenAI sends them).
+- Credentials are forwarded, or replaced by the proxy's own key; none is logged, put in
+  an event, or echoed in an error.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, ClassVar, Final
+
+import anyio.to_thread
+import httpx2
+from starlette.applications import Starlette
+from starlette.requests import Request as HttpRequest
+from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from ..events import Event, ProviderErrorEvent
+from ..exceptions import ContextTruncatedError, WindowGuardError
+from ..failures import Failure, FailureKind, classify_failure
+from ..guard._apis import ANTHROPIC_MESSAGES, CHAT, RESPONSES, Api
+from ..guard._core import Send
+from ..sinks import Sink
+from ._guards import ProxyGuards, UpstreamRefusal, refit
+from ._wire import SseUsage, error_body, forward_headers, response_headers
+from .config import ProxyConfig, UpstreamInfo
+from .metrics import ProxyMetrics
+
+__all__ = ["ProxyRefused", "create_app"]
+
+logger = logging.getLogger("windowguard.proxy")
+
+_READ_CHUNK: Final = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProxyRefused(Event):
+    """The proxy answered a request itself, without contacting the upstream.
+
+    ``code`` is ``context_truncated`` (head + newest turn cannot fit) or
+    ``invalid_request`` (bad input); the numbers are set for the former.
+    """
+
+    kind: ClassVar[str] = "proxy_refused"
+    api: str
+    code: str
+    message: str
+    estimated_tokens: int | None = None
+    budget: int | None = None
+    context_window: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Route:
+    """One fitted route: its API, its metric label and its error shape."""
+
+    api: Api
+    label: str
+    anthropic: bool
+
+
+_ROUTES: Final = (
+    ("/v1/chat/completions", _Route(api=CHAT, label="chat", anthropic=False)),
+    ("/v1/responses", _Route(api=RESPONSES, label="responses", anthropic=False)),
+    ("/v1/messages", _Route(api=ANTHROPIC_MESSAGES, label="messages", anthropic=True)),
+)
+
+
+class _Proxy:
+    """The state one proxy app shares across requests."""
+
+    def __init__(self, config: ProxyConfig, upstream: UpstreamInfo, sinks: Iterable[Sink]) -> None:
+        self.config = config
+        self.upstream = upstream
+        self.metrics = ProxyMetrics()
+        self.sinks: tuple[Sink, ...] = tuple(sinks)
+        self.guards = ProxyGuards(config, upstream, self.sinks)
+        self.client: httpx2.AsyncClient | None = None
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        timeout = httpx2.Timeout(
+            connect=10.0,
+            read=self.config.upstream_timeout,
+            write=self.config.upstream_timeout,
+            pool=self.config.upstream_timeout,
+        )
+        limits = httpx2.Limits(max_connections=None, max_keepalive_connections=256)
+        async with httpx2.AsyncClient(timeout=timeout, limits=limits) as client:
+            self.client = client
+            try:
+                yield
+            finally:
+                self.client = None
+
+    def _client(self) -> httpx2.AsyncClient:
+        if self.client is None:
+            raise RuntimeError("the proxy app is not running (its lifespan has not started)")
+        return self.client
+
+    def emit(self, event: Event) -> None:
+        self.guards.emit(event)
+
+    # -- local routes -----------------------------------------------------------------
+
+    async def metrics_route(self, request: HttpRequest) -> Response:
+        return PlainTextResponse(
+            self.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8"
+        )
+
+    async def healthz(self, request: HttpRequest) -> Response:
+        info = self.upstream.model_info
+        return JSONResponse(
+            {
+                "status": "ok",
+                "upstream": self.upstream.root,
+                "model": self.upstream.model,
+                "context_window": info.context_window if info is not None else None,
+                "count_endpoint": self.upstream.counter.name if self.upstream.counter else None,
+            }
+        )
+
+    # -- fitted model calls -----------------------------------------------------------
+
+    def model_route(self, route: _Route) -> Any:
+        async def endpoint(request: HttpRequest) -> Response:
+            return await self.model_call(request, route)
+
+        return endpoint
+
+    async def model_call(self, request: HttpRequest, route: _Route) -> Response:
+        started = time.perf_counter()
+        self.metrics.inc("requests_total", route.label)
+        body = await self._read_json(request, route)
+        if isinstance(body, Response):
+            return body
+        guard = self.guards.for_api(route.api)
+        try:
+            parsed = guard.request(route.api, body)
+        except WindowGuardError as exc:
+            return self._bad_request(route, str(exc))
+        if parsed is None:  # server-side state (previous_response_id): sent unchanged
+            self.metrics.observe_latency(route.label, time.perf_counter() - started)
+            return await self._send(request, route, body, None, stream=body.get("stream") is True)
+        try:
+            conversation, _ = await guard.aconversation_for(
+                parsed, self.guards.endpoint_for(route.api), None
+            )
+            send = await anyio.to_thread.run_sync(guard.fit, parsed, conversation)
+        except ContextTruncatedError as exc:
+            return self._refuse(route, exc)
+        except WindowGuardError as exc:
+            return self._bad_request(route, str(exc))
+        except Exception as exc:  # a transcript shape nothing anticipated: still a 400
+            logger.warning("could not fit a %s request: %s", route.label, type(exc).__name__)
+            return self._bad_request(
+                route, f"the request could not be read as a {route.api.name} call: {exc}"
+            )
+        self._count_fit(route, send)
+        self.metrics.observe_latency(route.label, time.perf_counter() - started)
+        return await self._send(request, route, send.kwargs, send, stream=parsed.stream)
+
+    async def _read_json(self, request: HttpRequest, route: _Route) -> dict[str, Any] | Response:
+        declared = request.headers.get("content-length")
+        limit = self.config.max_body_bytes
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            return self._error(route, 413, f"the request body is larger than {limit} bytes")
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                return self._error(route, 413, f"the request body is larger than {limit} bytes")
+            chunks.append(chunk)
+        raw = b"".join(chunks)
+        try:
+            body = json.loads(raw)
+        except (ValueError, RecursionError) as exc:
+            return self._bad_request(route, f"the request body is not valid JSON ({exc})")
+        if not isinstance(body, dict):
+            return self._bad_request(
+                route, f"the request body must be a JSON object, got {type(body).__name__}"
+            )
+        return body
+
+    def _count_fit(self, route: _Route, send: Send) -> None:
+        fit = send.fit
+        if fit.dropped_turns:
+            self.metrics.inc("pruned_requests_total", route.label)
+            self.metrics.inc("dropped_turns_total", route.label, fit.dropped_turns)
+        if any(e.kind in ("max_tokens_shrunk", "context_emergency_shrink") for e in fit.events):
+            self.metrics.inc("shrinks_total", route.label)
+
+    async def _send(
+        self,
+        request: HttpRequest,
+        route: _Route,
+        payload: dict[str, Any],
+        send: Send | None,
+        *,
+        stream: bool,
+        attempt: int = 1,
+    ) -> Response:
+        url = self.upstream.root + request.url.path
+        headers = [
+            (name, value)
+            for name, value in forward_headers(
+                request.headers.items(),
+                api_key=self.config.api_key,
+                anthropic=route.anthropic,
+                identity=True,
+            )
+            if name.lower() != "content-type"
+        ]
+        headers.append(("content-type", "application/json"))
+        content = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+        client = self._client()
+        outgoing = client.build_request(
+            "POST", url, params=request.url.query or None, headers=headers, content=content
+        )
+        try:
+            answer = await client.send(outgoing, stream=True)
+        except httpx2.HTTPError as exc:
+            return self._unreachable(route, exc, send)
+        if answer.status_code >= 400:
+            raw = await answer.aread()
+            await answer.aclose()
+            failure = classify_failure(status=answer.status_code, body=raw, headers=answer.headers)
+            self.metrics.inc("upstream_errors_total", failure.kind.value)
+            retry = (
+                send is not None and failure.kind is FailureKind.CONTEXT_OVERFLOW and attempt == 1
+            )
+            self._upstream_error_event(route, send, failure, "refit" if retry else "returned")
+            if send is not None:
+                send.failed(UpstreamRefusal(answer, raw))
+            if retry and send is not None:
+                try:
+                    await anyio.to_thread.run_sync(refit, self.guards.for_api(route.api), send)
+                except ContextTruncatedError as exc:
+                    return self._refuse(route, exc)
+                self.metrics.inc("refits_total", route.label)
+                return await self._send(
+                    request, route, send.kwargs, send, stream=stream, attempt=attempt + 1
+                )
+            return Response(
+                raw, answer.status_code, headers=response_headers(answer.headers.items())
+            )
+        if stream:
+            strip = route.api is CHAT and send is not None and not _asked_usage(payload, send)
+            return StreamingResponse(
+                _relay(answer, send, strip_usage_chunk=strip),
+                status_code=answer.status_code,
+                headers=response_headers(answer.headers.items()),
+            )
+        raw = await answer.aread()
+        await answer.aclose()
+        if send is not None:
+            send.usage(_usage_of_body(raw))
+        return Response(raw, answer.status_code, headers=response_headers(answer.headers.items()))
+
+    # -- answers the proxy gives itself -----------------------------------------------
+
+    def _error(self, route: _Route, status: int, message: str) -> Response:
+        body = error_body(route.anthropic, f"windowguard proxy: {message}", code="invalid_request")
+        return JSONResponse(body, status_code=status)
+
+    def _bad_request(self, route: _Route, message: str) -> Response:
+        message = f"windowguard proxy: {message}"
+        self.emit(ProxyRefused(api=route.api.name, code="invalid_request", message=message))
+        body = error_body(route.anthropic, message, code="invalid_request")
+        return JSONResponse(body, status_code=400)
+
+    def _refuse(self, route: _Route, exc: ContextTruncatedError) -> Response:
+        self.metrics.inc("refusals_total", route.label)
+        message = f"windowguard proxy: this request cannot fit the context window: {exc}"
+        numbers: dict[str, Any] = {
+            "estimated_tokens": exc.estimated_tokens,
+            "budget": exc.budget,
+            "context_window": exc.context_window,
+        }
+        self.emit(
+            ProxyRefused(api=route.api.name, code="context_truncated", message=message, **numbers)
+        )
+        body = error_body(route.anthropic, message, code="context_truncated", **numbers)
+        return JSONResponse(body, status_code=400)
+
+    def _unreachable(self, route: _Route, exc: httpx2.HTTPError, send: Send | None) -> Response:
+        failure = classify_failure(exc)
+        self.metrics.inc("upstream_errors_total", failure.kind.value)
+        if send is not None:
+            send.failed(exc)
+        self._upstream_error_event(route, send, failure, "returned")
+        logger.warning("upstream %s unreachable: %s", self.upstream.root, type(exc).__name__)
+        message = (
+            f"windowguard proxy: the upstream {self.upstream.root} could not be reached "
+            f"({type(exc).__name__})"
+        )
+        status = 504 if isinstance(exc, httpx2.TimeoutException) else 502
+        error_type = "api_error" if route.anthropic else "upstream_error"
+        body = error_body(
+            route.anthropic, message, code="upstream_unreachable", error_type=error_type
+        )
+        return JSONResponse(body, status_code=status)
+
+    def _upstream_error_event(
+        self, route: _Route, send: Send | None, failure: Failure, decision: str
+    ) -> None:
+        self.emit(
+            ProviderErrorEvent(
+                run_id=send.conversation.key if send is not None else "",
+                step=0,
+                site=f"proxy {route.api.name}",
+                failure_kind=failure.kind.value,
+                retryable=failure.retryable,
+                status=failure.status,
+                message=failure.message,
+                decision=decision,
+            )
+        )
+
+    # -- everything else --------------------------------------------------------------
+
+    async def passthrough(self, request: HttpRequest) -> Response:
+        self.metrics.inc("requests_total", "passthrough")
+        path = request.url.path
+        headers = forward_headers(
+            request.headers.items(),
+            api_key=self.config.api_key,
+            anthropic=path.startswith("/v1/messages"),
+            identity=False,
+            keep_length=True,
+        )
+        has_body = "content-length" in request.headers or "transfer-encoding" in request.headers
+        client = self._client()
+        outgoing = client.build_request(
+            request.method,
+            self.upstream.root + path,
+            params=request.url.query or None,
+            headers=headers,
+            content=request.stream() if has_body else None,
+        )
+        try:
+            answer = await client.send(outgoing, stream=True)
+        except httpx2.HTTPError as exc:
+            anthropic = path.startswith("/v1/messages")
+            route = _Route(
+                api=ANTHROPIC_MESSAGES if anthropic else CHAT,
+                label="passthrough",
+                anthropic=anthropic,
+            )
+            return self._unreachable(route, exc, None)
+        if answer.status_code >= 400:
+            self.metrics.inc("upstream_errors_total", _kind_of_status(answer.status_code))
+        return StreamingResponse(
+            _raw(answer),
+            status_code=answer.status_code,
+            headers=response_headers(answer.headers.items()),
+        )
+
+
+def _kind_of_status(status: int) -> str:
+    return classify_failure(status=status).kind.value
+
+
+def _asked_usage(payload: dict[str, Any], send: Send) -> bool:
+    options = send.request.kwargs.get("stream_options")
+    return isinstance(options, dict) and bool(options.get("include_usage"))
+
+
+def _usage_of_body(raw: bytes) -> object:
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    usage = data.get("usage")
+    return usage if isinstance(usage, dict) else None
+
+
+async def _relay(
+    answer: httpx2.Response, send: Send | None, *, strip_usage_chunk: bool
+) -> AsyncIterator[bytes]:
+    """The upstream's event stream, as it arrives, with the usage read from it."""
+    reader = SseUsage(
+        send.usage if send is not None else _ignore, strip_usage_chunk=strip_usage_chunk
+    )
+    try:
+        async for chunk in answer.aiter_bytes():
+            out = reader.feed(chunk)
+            if out:
+                yield out
+        rest = reader.close()
+        if rest:
+            yield rest
+    finally:
+        await answer.aclose()
+
+
+async def _raw(answer: httpx2.Response) -> AsyncIterator[bytes]:
+    try:
+        async for chunk in answer.aiter_raw():
+            yield chunk
+    finally:
+        await answer.aclose()
+
+
+def _ignore(usage: object) -> None:
+    return None
+
+
+def create_app(
+    config: ProxyConfig, upstream: UpstreamInfo, *, sinks: Iterable[Sink] = ()
+) -> Starlette:
+    """The proxy as an ASGI application (serve it with uvicorn).
+
+    Args:
+        config: the proxy's settings.
+        upstream: what :func:`~windowguard.proxy.discover_upstream` found.
+        sinks: where events go (besides the metrics).
+
+    Returns:
+        The Starlette application; its ``state.proxy`` holds the metrics.
+    """
+    proxy = _Proxy(config, upstream, sinks)
+    routes = [
+        Route("/metrics", proxy.metrics_route, methods=["GET"]),
+        Route("/healthz", proxy.healthz, methods=["GET"]),
+    ]
+    routes += [Route(path, proxy.model_route(route), methods=["POST"]) for path, route in _ROUTES]
+    routes.append(
+        Route(
+            "/{path:path}",
+            proxy.passthrough,
+            methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"],
+        )
+    )
+    app = Starlette(routes=routes, lifespan=proxy.lifespan)
+    app.state.proxy = proxy
+    return app

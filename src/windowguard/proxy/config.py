@@ -1,0 +1,233 @@
+"""The proxy's settings, and what it learns about its upstream before it serves.
+
+:func:`discover_upstream` runs once at startup: it finds the model the upstream serves
+(``--model``, else the first ``GET /v1/models`` lists), asks the upstream what window it
+serves that model with (:func:`windowguard.discovery.discover_model_info`), looks the
+model up in the catalog, and finds the upstream's token-count endpoint
+(:func:`windowguard.accounting.remote.discover_counter`). Both discoveries are cached
+per (endpoint, model), so the guard's own per-model lookups later find the same answers.
+
+Invariants:
+
+- The proxy never starts blind: when neither discovery nor the catalog knows the
+  startup model's window and ``--window`` was not given, :func:`discover_upstream`
+  raises :class:`~windowguard.ConfigurationError` saying so and what to pass.
+- ``--window`` wins over what discovery found, for every model the proxy fits; the
+  tokenizer family discovery or the catalog found is kept.
+- The proxy's own key (``api_key``) is never part of a repr or of any message.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+import httpx2
+
+from ..accounting.local import TEMPLATE_OF
+from ..accounting.remote import RemoteCounter, discover_counter
+from ..catalog import ModelInfo, lookup_model, resolve_model_info
+from ..discovery import discover_model_info
+from ..exceptions import ConfigurationError
+from ..templates import TEXT_TEMPLATES
+
+__all__ = ["DEFAULT_PORT", "ProxyConfig", "UpstreamInfo", "discover_upstream", "upstream_root"]
+
+DEFAULT_PORT: Final = 8788
+DEFAULT_HOST: Final = "127.0.0.1"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProxyConfig:
+    """How one proxy runs.
+
+    Attributes:
+        upstream: the upstream's base URL (``http://127.0.0.1:8000`` or ``.../v1``).
+        host: the interface to bind (loopback by default).
+        port: the port to bind (0: any free port).
+        window: the context window to enforce, for every model (None: discovered).
+        model: the model to discover at startup (None: the first the upstream lists).
+        api_key: the proxy's own upstream key, replacing the clients' (None: forward
+            the client's ``Authorization`` / ``x-api-key``). Never shown.
+        events: a JSONL file for the events (created ``0600``), or None.
+        otel: send the events to OpenTelemetry (the configured global providers).
+        max_conversations: conversations remembered per model (LRU).
+        ttl_seconds: a conversation idle this long is forgotten (None: never).
+        safety: tokens kept free below the window (None: the default 500).
+        upstream_timeout: seconds to wait for the upstream's next byte.
+        discovery_timeout: seconds for each startup discovery.
+        max_body_bytes: the largest request body read from a client.
+    """
+
+    upstream: str
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    window: int | None = None
+    model: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    events: str | None = None
+    otel: bool = False
+    max_conversations: int = 1024
+    ttl_seconds: float | None = 3600.0
+    safety: int | None = None
+    upstream_timeout: float = 600.0
+    discovery_timeout: float = 5.0
+    max_body_bytes: int = 32 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        upstream_root(self.upstream)
+        if self.window is not None and (isinstance(self.window, bool) or self.window < 1):
+            raise ConfigurationError(f"--window must be a positive int, got {self.window!r}")
+        if not 0 <= self.port <= 65535:
+            raise ConfigurationError(f"--port must be 0..65535, got {self.port}")
+        if self.max_body_bytes < 1:
+            raise ConfigurationError(f"max_body_bytes must be >= 1, got {self.max_body_bytes}")
+
+
+def upstream_root(upstream: str) -> str:
+    """The upstream URL without a trailing ``/`` or ``/v1``: client paths go after it.
+
+    Raises:
+        ConfigurationError: not an http(s) URL with a host.
+    """
+    parts = urlsplit(upstream.strip()) if isinstance(upstream, str) else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigurationError(
+            f"--upstream must be an http(s) URL such as http://127.0.0.1:8000, got {upstream!r}"
+        )
+    if parts.query or parts.fragment:
+        raise ConfigurationError(f"--upstream takes no query or fragment, got {upstream!r}")
+    root = upstream.strip().rstrip("/")
+    return root[: -len("/v1")] if root.endswith("/v1") else root
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UpstreamInfo:
+    """What the proxy knows about its upstream when it starts.
+
+    Attributes:
+        root: the upstream's root URL (no ``/v1``).
+        model: the startup model, or None when none was named or listed.
+        model_info: its limits (``--window`` applied), or None when nothing is known.
+        explicit: the limits every model gets (``--window`` given), else None.
+        counter: the upstream's count endpoint, or None.
+        listed: the models ``GET /v1/models`` listed (empty when it answered nothing).
+    """
+
+    root: str
+    model: str | None
+    model_info: ModelInfo | None
+    explicit: ModelInfo | None
+    counter: RemoteCounter | None
+    listed: tuple[str, ...] = ()
+
+    def describe(self) -> list[str]:
+        """Lines saying what was found, for the startup banner (no secret in them)."""
+        lines = [f"upstream: {self.root}"]
+        listed = ", ".join(self.listed[:5]) + (" ..." if len(self.listed) > 5 else "")
+        lines.append(f"models listed: {listed or '(none)'}")
+        info = self.model_info
+        if info is None:
+            lines.append(f"model {self.model or '(unknown)'}: window unknown")
+        else:
+            origin = f" ({info.origin})" if info.origin else ""
+            lines.append(
+                f"model {self.model or '(any)'}: window {info.context_window} tokens, "
+                f"source {info.source_of('context_window')}{origin}"
+            )
+            lines.append(
+                f"tokenizer family: {info.tokenizer or 'unknown (the most conservative priors)'}"
+            )
+            if info.max_output_tokens is not None:
+                lines.append(f"max output tokens: {info.max_output_tokens}")
+        counter = self.counter.name if self.counter is not None else "none found"
+        lines.append(f"count endpoint: {counter}")
+        if self.explicit is not None:
+            lines.append(f"--window {self.explicit.context_window} applies to every model")
+        return lines
+
+
+def discover_upstream(config: ProxyConfig) -> UpstreamInfo:
+    """Find the upstream's model, window, tokenizer family and count endpoint.
+
+    Args:
+        config: the proxy's settings.
+
+    Returns:
+        What was found.
+
+    Raises:
+        ConfigurationError: nothing is known of the window and ``config.window`` is None.
+    """
+    root = upstream_root(config.upstream)
+    base_url = root + "/v1"
+    listed = _listed_models(base_url, config.api_key, config.discovery_timeout)
+    model = config.model or (listed[0] if listed else None)
+    discovered: ModelInfo | None = None
+    catalog: ModelInfo | None = None
+    counter: RemoteCounter | None = None
+    if model is not None:
+        discovered = discover_model_info(
+            base_url, model, api_key=config.api_key, timeout=config.discovery_timeout
+        )
+        catalog = lookup_model(model)
+    known = discovered is not None or catalog is not None
+    info: ModelInfo | None = None
+    if known:
+        info = resolve_model_info(model, discovered=discovered)
+    explicit: ModelInfo | None = None
+    if config.window is not None:
+        family = info.tokenizer if info is not None else None
+        explicit = ModelInfo(config.window, tokenizer=family, source="explicit", origin="--window")
+        info = explicit
+    if info is None:
+        named = f"model {model!r}" if model else "any model (GET /v1/models listed none)"
+        raise ConfigurationError(
+            f"the upstream {root} did not say what window it serves for {named}, and the "
+            "catalog does not know it; pass --window N (the upstream's context window in "
+            "tokens)" + ("" if model else " and --model NAME")
+        )
+    if model is not None:
+        template = TEMPLATE_OF.get(info.tokenizer or "")
+        counter = discover_counter(
+            base_url,
+            model,
+            api_key=config.api_key,
+            timeout=config.discovery_timeout,
+            template=template if template in TEXT_TEMPLATES else None,
+        )
+    return UpstreamInfo(
+        root=root,
+        model=model,
+        model_info=info,
+        explicit=explicit,
+        counter=counter,
+        listed=listed,
+    )
+
+
+def _listed_models(base_url: str, api_key: str | None, timeout: float) -> tuple[str, ...]:
+    """The model ids ``GET /v1/models`` lists (empty on any trouble)."""
+    headers = {}
+    if api_key is not None:
+        headers = {"authorization": f"Bearer {api_key}", "x-api-key": api_key}
+    try:
+        response = httpx2.get(f"{base_url}/models", headers=headers, timeout=timeout)
+        data: Any = response.json() if response.status_code == 200 else None
+    except (httpx2.HTTPError, ValueError):
+        return ()
+    entries = data.get("data") if isinstance(data, dict) else None
+    if not isinstance(entries, list):
+        return ()
+    return tuple(
+        entry["id"]
+        for entry in entries
+        if isinstance(entry, dict) and isinstance(entry.get("id"), str) and entry["id"]
+    )
+
+
+def with_port(config: ProxyConfig, port: int) -> ProxyConfig:
+    """``config`` with another port (the one actually bound)."""
+    return dataclasses.replace(config, port=port)

@@ -1,0 +1,138 @@
+"""The proxy's counters and its added-latency histogram, in Prometheus text format.
+
+``GET /metrics`` answers :meth:`ProxyMetrics.render`: the Prometheus text exposition
+format 0.0.4 (``# HELP`` / ``# TYPE`` lines, then one sample a line), written by hand so
+the proxy needs no ``prometheus_client``.
+
+Metrics (all prefixed ``windowguard_proxy_``):
+
+==============================  =========  ==================================================
+name                            type       what
+==============================  =========  ==================================================
+``requests_total``              counter    requests received, by ``api`` (``chat``,
+                                           ``messages``, ``responses``, ``passthrough``)
+``pruned_requests_total``       counter    fitted requests that left turns out, by ``api``
+``dropped_turns_total``         counter    turns left out, summed over fitted requests
+``shrinks_total``               counter    requests whose reply budget was lowered
+``refusals_total``              counter    requests answered 400 ``context_truncated``
+                                           without contacting the upstream
+``refits_total``                counter    reactive refits after an upstream overflow
+``upstream_errors_total``       counter    upstream error answers, by classified ``kind``
+``added_latency_seconds``       histogram  the proxy's own time before the upstream
+                                           request goes out (read, fit, count), by ``api``
+==============================  =========  ==================================================
+
+Invariants: counters only grow; label values are from closed sets (API names and
+:class:`~windowguard.FailureKind` values), never from client input, so the number of
+series is bounded; updates are thread-safe.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections import defaultdict
+from typing import Final
+
+__all__ = ["LATENCY_BUCKETS", "ProxyMetrics"]
+
+LATENCY_BUCKETS: Final = (
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+)
+"""Upper bounds (seconds) of the added-latency histogram's buckets (``+Inf`` added)."""
+
+_PREFIX: Final = "windowguard_proxy_"
+_COUNTERS: Final = {
+    "requests_total": ("api", "Requests received."),
+    "pruned_requests_total": ("api", "Fitted requests that left whole turns out."),
+    "dropped_turns_total": ("api", "Turns left out, summed over fitted requests."),
+    "shrinks_total": ("api", "Requests whose reply budget was lowered to fit."),
+    "refusals_total": (
+        "api",
+        "Requests refused with context_truncated; the upstream was not contacted.",
+    ),
+    "refits_total": ("api", "Reactive refits after an upstream context overflow."),
+    "upstream_errors_total": ("kind", "Upstream error answers, by classified failure kind."),
+}
+
+
+class ProxyMetrics:
+    """Thread-safe counters and the added-latency histogram of one proxy."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counters: dict[str, dict[str, float]] = {
+            name: defaultdict(float) for name in _COUNTERS
+        }
+        self._buckets: dict[str, list[int]] = {}
+        self._sums: dict[str, float] = defaultdict(float)
+        self._counts: dict[str, int] = defaultdict(int)
+
+    def inc(self, name: str, label: str, amount: float = 1.0) -> None:
+        """Add ``amount`` to counter ``name`` (without its prefix) under ``label``."""
+        if name not in _COUNTERS:
+            raise KeyError(name)
+        with self._lock:
+            self._counters[name][label] += amount
+
+    def observe_latency(self, api: str, seconds: float) -> None:
+        """Record one request's added latency."""
+        with self._lock:
+            buckets = self._buckets.get(api)
+            if buckets is None:
+                buckets = self._buckets[api] = [0] * len(LATENCY_BUCKETS)
+            index = bisect.bisect_left(LATENCY_BUCKETS, seconds)
+            if index < len(buckets):
+                buckets[index] += 1
+            self._sums[api] += seconds
+            self._counts[api] += 1
+
+    def value(self, name: str, label: str) -> float:
+        """The current value of counter ``name`` under ``label`` (0 when never set)."""
+        with self._lock:
+            return self._counters[name].get(label, 0.0)
+
+    def render(self) -> str:
+        """The Prometheus text exposition (format 0.0.4) of every metric."""
+        lines: list[str] = []
+        with self._lock:
+            for name, (label, help_text) in _COUNTERS.items():
+                full = _PREFIX + name
+                lines.append(f"# HELP {full} {help_text}")
+                lines.append(f"# TYPE {full} counter")
+                for value_label, value in sorted(self._counters[name].items()):
+                    lines.append(f'{full}{{{label}="{_escape(value_label)}"}} {_number(value)}')
+            full = _PREFIX + "added_latency_seconds"
+            lines.append(
+                f"# HELP {full} Time the proxy adds before the upstream request goes out "
+                "(reading, fitting, counting)."
+            )
+            lines.append(f"# TYPE {full} histogram")
+            for api in sorted(self._buckets):
+                cumulative = 0
+                for bound, count in zip(LATENCY_BUCKETS, self._buckets[api], strict=True):
+                    cumulative += count
+                    lines.append(f'{full}_bucket{{api="{api}",le="{bound}"}} {cumulative}')
+                lines.append(f'{full}_bucket{{api="{api}",le="+Inf"}} {self._counts[api]}')
+                lines.append(f'{full}_sum{{api="{api}"}} {_number(self._sums[api])}')
+                lines.append(f'{full}_count{{api="{api}"}} {self._counts[api]}')
+        return "\n".join(lines) + "\n"
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(float(value))

@@ -1,0 +1,222 @@
+"""Running the proxy: in the foreground (the CLI) or on a background thread (tests).
+
+:func:`serve` is ``windowguard proxy``: discover the upstream, print what was found,
+open the event sinks, and serve with uvicorn until interrupted. :class:`ProxyServer`
+runs the same application on a background thread, like the emulator, for tests,
+benchmarks and programs that embed the proxy.
+
+Invariants: the socket is bound before the server starts, so ``port=0`` gives a free
+port that :attr:`ProxyServer.port` reports; uvicorn's access log is off (a query string
+may carry a key) and nothing here logs a header; :meth:`ProxyServer.close` stops the
+server, closes its sinks and joins its thread before it returns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import sys
+import threading
+from collections.abc import Iterable, Iterator
+from types import TracebackType
+from typing import IO, Any
+
+import uvicorn
+
+from ..exceptions import ConfigurationError
+from ..sinks import JsonlSink, OpenTelemetrySink, Sink
+from .app import create_app
+from .config import ProxyConfig, UpstreamInfo, discover_upstream
+
+__all__ = ["ProxyServer", "serve"]
+
+
+@contextlib.contextmanager
+def _sinks(config: ProxyConfig, extra: Iterable[Sink]) -> Iterator[tuple[Sink, ...]]:
+    sinks: list[Sink] = list(extra)
+    jsonl: JsonlSink | None = None
+    if config.events is not None:
+        jsonl = JsonlSink(config.events)
+        sinks.append(jsonl)
+    if config.otel:
+        sinks.append(OpenTelemetrySink(provider_name="windowguard-proxy"))
+    try:
+        yield tuple(sinks)
+    finally:
+        if jsonl is not None:
+            jsonl.close()
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+def _uvicorn(app: Any, config: ProxyConfig, log_level: str) -> uvicorn.Server:
+    return uvicorn.Server(
+        uvicorn.Config(
+            app,
+            host=config.host,
+            port=config.port,
+            log_level=log_level,
+            access_log=False,
+            lifespan="on",
+            timeout_graceful_shutdown=5,
+        )
+    )
+
+
+def serve(config: ProxyConfig, *, out: IO[str] | None = None) -> int:
+    """Run ``windowguard proxy`` in the foreground until interrupted.
+
+    Args:
+        config: the proxy's settings.
+        out: where the startup banner goes (stdout by default).
+
+    Returns:
+        The exit status (0 after a clean shutdown).
+
+    Raises:
+        ConfigurationError: nothing is known of the upstream's window and no
+            ``--window`` was given.
+        OSError: the port cannot be bound.
+    """
+    out = out or sys.stdout
+    upstream = discover_upstream(config)
+    sock = _bind(config.host, config.port)
+    port = sock.getsockname()[1]
+    with _sinks(config, ()) as sinks:
+        app = create_app(config, upstream, sinks=sinks)
+        for line in upstream.describe():
+            print(f"windowguard proxy: {line}", file=out)
+        print(
+            f"windowguard proxy: listening on http://{_host(config.host)}:{port} "
+            f"(point clients' base URL at http://{_host(config.host)}:{port}/v1)",
+            file=out,
+            flush=True,
+        )
+        server = _uvicorn(app, config, "warning")
+        server.run(sockets=[sock])
+    return 0
+
+
+def _host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+class ProxyServer:
+    """The proxy served on a background thread.
+
+    ::
+
+        with Emulator(flavor="vllm", context_window=16_384) as emu:
+            with ProxyServer(ProxyConfig(upstream=emu.root_url, port=0)) as proxy:
+                client = openai.OpenAI(base_url=proxy.base_url, api_key="k")
+
+    Args:
+        config: the proxy's settings (``port=0``: any free port).
+        sinks: extra event sinks (besides ``config.events`` / ``config.otel``).
+        upstream: what discovery found (None: discover now).
+
+    Raises:
+        ConfigurationError: as :func:`~windowguard.proxy.discover_upstream`.
+    """
+
+    def __init__(
+        self,
+        config: ProxyConfig,
+        *,
+        sinks: Iterable[Sink] = (),
+        upstream: UpstreamInfo | None = None,
+    ) -> None:
+        self.config = config
+        self.upstream = upstream if upstream is not None else discover_upstream(config)
+        self._extra = tuple(sinks)
+        self._stack: contextlib.ExitStack | None = None
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._port = 0
+        self.app: Any = None
+
+    def start(self) -> ProxyServer:
+        """Bind, start serving on a thread, and wait until it accepts connections.
+
+        Raises:
+            ConfigurationError: already started, or the server did not come up.
+        """
+        if self._server is not None:
+            raise ConfigurationError("this proxy is already running")
+        stack = contextlib.ExitStack()
+        sinks = stack.enter_context(_sinks(self.config, self._extra))
+        sock = _bind(self.config.host, self.config.port)
+        stack.callback(sock.close)
+        self._port = sock.getsockname()[1]
+        self.app = create_app(self.config, self.upstream, sinks=sinks)
+        server = _uvicorn(self.app, self.config, "warning")
+        thread = threading.Thread(
+            target=server.run,
+            kwargs={"sockets": [sock]},
+            name=f"windowguard-proxy-{self._port}",
+            daemon=True,
+        )
+        self._stack, self._server, self._thread = stack, server, thread
+        thread.start()
+        ready = threading.Event()
+        while not ready.wait(0.01):
+            if server.started:
+                ready.set()
+            elif not thread.is_alive():
+                self.close()
+                raise ConfigurationError("the proxy server did not start")
+        return self
+
+    def close(self) -> None:
+        """Stop serving, close the sinks and free the port (idempotent)."""
+        server, self._server = self._server, None
+        if server is not None:
+            server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+            self._thread = None
+        if self._stack is not None:
+            self._stack.close()
+            self._stack = None
+
+    def __enter__(self) -> ProxyServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @property
+    def port(self) -> int:
+        """The bound port."""
+        return self._port
+
+    @property
+    def root_url(self) -> str:
+        """``http://host:port``: what the Anthropic SDK takes as ``base_url``."""
+        return f"http://{_host(self.config.host)}:{self._port}"
+
+    @property
+    def base_url(self) -> str:
+        """``http://host:port/v1``: what the OpenAI SDK takes as ``base_url``."""
+        return self.root_url + "/v1"
+
+    @property
+    def metrics(self) -> Any:
+        """The running app's :class:`~windowguard.proxy.metrics.ProxyMetrics`."""
+        return self.app.state.proxy.metrics
