@@ -187,7 +187,14 @@ def discover_upstream(config: ProxyConfig) -> UpstreamInfo:
         raise ConfigurationError(
             f"the upstream {root} did not say what window it serves for {named}, and the "
             "catalog does not know it; pass --window N (the upstream's context window in "
-            "tokens)" + ("" if model else " and --model NAME")
+            "tokens)"
+            + ("" if model else " and --model NAME")
+            + (
+                ""
+                if config.api_key
+                else "; if the upstream needs a key to list its models, "
+                "--api-key-env VAR lets the proxy ask with it"
+            )
         )
     if model is not None:
         template = TEMPLATE_OF.get(info.tokenizer or "")
