@@ -1,0 +1,556 @@
+"""LiteLLM: fit every chat completion into the model's context window.
+
+Two hooks, both over OpenAI-format chat messages (dicts or LiteLLM ``Message`` objects):
+
+- :func:`completion` / :func:`acompletion`, drop-in for ``litellm.completion`` /
+  ``litellm.acompletion`` (same arguments; a :class:`LiteLLMGuard` carries options).
+  Each call fits ``messages`` turn-atomically, counts ``tools`` (or legacy
+  ``functions``), fits ``max_tokens`` / ``max_completion_tokens``, calls LiteLLM and
+  returns LiteLLM's own response, then feeds the response's usage back. A stream is
+  LiteLLM's own stream, passed through chunk by chunk; ``stream_options.include_usage``
+  is added when the caller did not set it, and the last chunk's usage is fed back.
+- :class:`WindowGuardLogger`, a ``CustomLogger`` for the LiteLLM proxy: its
+  ``async_pre_call_hook`` fits ``data["messages"]`` and ``max_tokens`` in place before
+  the proxy routes the request, and its success / failure callbacks feed the usage back.
+  The proxy calls ``async_pre_call_hook`` only for proxy requests, never for SDK calls;
+  SDK users take :func:`completion` / :func:`acompletion`.
+
+Invariants:
+
+- Messages are never copied or rewritten: the list sent is a subsequence of the
+  caller's own objects. The head (system messages through the first user message) and
+  the newest turn are always kept, an assistant's tool calls travel with their results,
+  and a request that cannot fit raises :class:`~windowguard.ContextTruncatedError`
+  before LiteLLM is called.
+- Usage is fed back only to the request it answers: each fitted send gets a sequence
+  number per conversation, and a report (from the response, the stream's last chunk or
+  a logger callback, which LiteLLM may run after the next send began) is recorded only
+  while its send is still the conversation's latest. A send that failed or reported no
+  usage is followed by ``NO_USAGE``; an overflow refusal teaches the manager the
+  provider's numbers.
+- The window comes from ``model_info=`` (a :class:`~windowguard.ModelInfo`), else the
+  windowguard catalog for the model name (a provider prefix like ``openai/`` is
+  looked through), else LiteLLM's bundled model map, else the conservative fallback.
+- Per-conversation state lives in a :class:`~windowguard._conversations.ConversationStore`
+  keyed by the model and the head.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, MutableMapping, Sequence
+from typing import Any, Final
+
+try:
+    import litellm
+    from litellm.integrations.custom_logger import CustomLogger
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError(
+        'windowguard.integrations.litellm needs LiteLLM: pip install "windowguard[litellm]"'
+    ) from exc
+
+from .._conversations import (
+    DEFAULT_MAX_CONVERSATIONS,
+    DEFAULT_TTL_SECONDS,
+    Conversation,
+    ConversationStore,
+    head_key,
+)
+from ..catalog import ModelInfo
+from ..exceptions import ConfigurationError
+from ..failures import FailureKind, classify_failure
+from ..manager import ContextWindowManager, Fit
+from ..prune import PruningPolicy
+from ..shrink import DEFAULT_SAFETY_BUFFER
+from ..sinks import Sink, emit
+
+__all__ = ["LiteLLMGuard", "WindowGuardLogger", "acompletion", "completion"]
+
+SEND_TAG: Final = "windowguard_send"
+"""The metadata key a logger-fitted request carries: ``"<conversation key>:<send>"``."""
+
+_CHAT_CALL_TYPES: Final = frozenset({"completion", "acompletion"})
+
+
+class _Send:
+    """One fitted request: its conversation and its number there."""
+
+    __slots__ = ("conversation", "number")
+
+    def __init__(self, conversation: Conversation, number: int) -> None:
+        self.conversation = conversation
+        self.number = number
+
+    @property
+    def tag(self) -> str:
+        return f"{self.conversation.key}:{self.number}"
+
+
+class LiteLLMGuard:
+    """Fits LiteLLM chat requests; one per configuration (the module functions share one).
+
+    Example:
+        >>> guard = LiteLLMGuard(model_info=wg.ModelInfo(context_window=16_384))
+        >>> response = guard.completion(model="openai/my-model", messages=messages)
+
+    Args:
+        model_info: the limits of every model called through this guard; else each
+            call's ``model_info=`` or the catalog's for the model name.
+        safety: tokens kept free below the window.
+        pruning: ``"low_water"`` (default, cache-friendly) or ``"minimal"``.
+        strict: raise :class:`~windowguard.InvalidTranscriptError` on damaged input.
+        sinks: callables given every event.
+        manager: a configured manager to copy for each conversation (overrides the
+            options above).
+        max_conversations: conversations remembered (least recently used forgotten).
+        ttl_seconds: a conversation idle this long is forgotten.
+
+    Raises:
+        ConfigurationError: an unusable option.
+    """
+
+    def __init__(
+        self,
+        *,
+        model_info: ModelInfo | None = None,
+        safety: int = DEFAULT_SAFETY_BUFFER,
+        pruning: PruningPolicy = "low_water",
+        strict: bool = False,
+        sinks: Iterable[Sink] = (),
+        manager: ContextWindowManager | None = None,
+        max_conversations: int = DEFAULT_MAX_CONVERSATIONS,
+        ttl_seconds: float | None = DEFAULT_TTL_SECONDS,
+    ) -> None:
+        if manager is not None and not isinstance(manager, ContextWindowManager):
+            raise ConfigurationError(
+                f"manager must be a ContextWindowManager, got {type(manager).__name__}"
+            )
+        _check_model_info(model_info)
+        self.model_info = model_info
+        self.safety = safety
+        self.pruning: PruningPolicy = pruning
+        self.strict = strict
+        self.sinks = tuple(sinks)
+        for sink in self.sinks:
+            if not callable(sink):
+                raise ConfigurationError(f"every sink must be callable, got {sink!r}")
+        self.manager = manager
+        self.max_conversations = max_conversations
+        self.ttl_seconds = ttl_seconds
+        self._stores: dict[tuple[str, ModelInfo | None], ConversationStore] = {}
+        self._sends: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self.last_fit: Fit | None = None
+        """The most recent fit this guard made."""
+        # Fail now, not on the first request, when an option is unusable.
+        ConversationStore(
+            self._make("", model_info), max_conversations=max_conversations, ttl_seconds=ttl_seconds
+        ).get("options")
+
+    # -- fitting -------------------------------------------------------------------------
+
+    def _make(self, model: str, info: ModelInfo | None) -> Any:
+        if self.manager is not None:
+            return self.manager.copy
+
+        def make() -> ContextWindowManager:
+            return ContextWindowManager(
+                model or None,
+                model_info=info,
+                safety=self.safety,
+                pruning=self.pruning,
+                strict=self.strict,
+            )
+
+        return make
+
+    def _conversation(
+        self, model: str, info: ModelInfo | None, messages: Sequence[object]
+    ) -> Conversation:
+        info = info or self.model_info
+        with self._lock:
+            store = self._stores.get((model, info))
+            if store is None:
+                store = self._stores[(model, info)] = ConversationStore(
+                    self._make(model, info),
+                    max_conversations=self.max_conversations,
+                    ttl_seconds=self.ttl_seconds,
+                )
+        return store.get(head_key(messages, model=model))
+
+    def fit_request(
+        self, request: MutableMapping[str, Any], *, model_info: ModelInfo | None = None
+    ) -> _Send:
+        """Fit a LiteLLM chat request in place: ``messages``, the reply budget and, for a
+        stream, ``stream_options.include_usage``.
+
+        Args:
+            request: LiteLLM keyword arguments (``model``, ``messages``, ``tools``,
+                ``max_tokens`` ...), or the proxy's request body.
+            model_info: this request's limits (else the guard's, else the catalog's).
+
+        Returns:
+            The send, to hand its usage to :meth:`record`.
+
+        Raises:
+            ContextTruncatedError: even the head and the newest turn cannot fit.
+            ConfigurationError: no model name, or messages that are not a list.
+        """
+        _check_model_info(model_info)
+        model = request.get("model")
+        if not isinstance(model, str) or not model:
+            raise ConfigurationError(f"a LiteLLM request needs a model name, got {model!r}")
+        messages = request.get("messages")
+        if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
+            raise ConfigurationError(
+                f"messages must be a list of chat messages, got {type(messages).__name__}"
+            )
+        budget_key = (
+            "max_completion_tokens"
+            if request.get("max_completion_tokens") is not None
+            else "max_tokens"
+        )
+        conversation = self._conversation(model, model_info, messages)
+        with conversation.lock:
+            fit = conversation.fit(
+                list(messages),
+                tools=_tools(request) or None,
+                max_tokens=request.get(budget_key),
+                format="openai_chat",
+            )
+            with self._lock:
+                number = self._sends[conversation.key] = self._sends.get(conversation.key, 0) + 1
+        for event in fit.events:
+            emit(event, self.sinks)
+        request["messages"] = fit.messages
+        request[budget_key] = fit.max_tokens
+        if request.get("stream"):
+            options = request.get("stream_options")
+            if options is None:
+                request["stream_options"] = {"include_usage": True}
+            elif isinstance(options, Mapping) and "include_usage" not in options:
+                request["stream_options"] = {**options, "include_usage": True}
+        self.last_fit = fit
+        return _Send(conversation, number)
+
+    def record(self, send: _Send, usage: object) -> bool:
+        """Feed a send's reported usage back (None: none came), if it is still its
+        conversation's latest send.
+
+        Returns:
+            Whether the report was taken.
+        """
+        conversation = send.conversation
+        with conversation.lock:
+            if self._sends.get(conversation.key) != send.number:
+                return False  # a later send was fitted already: this report is stale
+            conversation.record(_prompt_tokens(usage))
+            return True
+
+    def failed(self, send: _Send, error: BaseException) -> None:
+        """A send failed: no usage came back; an overflow teaches the manager."""
+        if not self.record(send, None):
+            return
+        failure = classify_failure(error)
+        if failure.kind is FailureKind.CONTEXT_OVERFLOW:
+            with send.conversation.lock:
+                send.conversation.manager.observe_overflow(
+                    failure.prompt_tokens, failure.context_window
+                )
+
+    def send_of(self, tag: object) -> _Send | None:
+        """The send a ``SEND_TAG`` value names, while its conversation is remembered."""
+        if not isinstance(tag, str) or ":" not in tag:
+            return None
+        key, _, number = tag.rpartition(":")
+        if not number.isdigit():
+            return None
+        with self._lock:
+            stores = list(self._stores.values())
+        for store in stores:
+            if key in store:
+                return _Send(store.get(key), int(number))
+        return None
+
+    # -- calls ---------------------------------------------------------------------------
+
+    def completion(self, *args: Any, **kwargs: Any) -> Any:
+        """``litellm.completion`` with the request fitted first; same arguments.
+
+        Returns:
+            LiteLLM's ``ModelResponse``, or its stream (passed through) for ``stream=True``.
+
+        Raises:
+            ContextTruncatedError: even the head and the newest turn cannot fit; LiteLLM
+                was not called.
+        """
+        request, info = _request(args, kwargs)
+        send = self.fit_request(request, model_info=info)
+        try:
+            response = litellm.completion(**request)
+        except Exception as exc:
+            self.failed(send, exc)
+            raise
+        if request.get("stream"):
+            return _UsageStream(response, self, send)
+        self.record(send, getattr(response, "usage", None))
+        return response
+
+    async def acompletion(self, *args: Any, **kwargs: Any) -> Any:
+        """``litellm.acompletion`` with the request fitted first; same arguments.
+
+        Returns:
+            LiteLLM's ``ModelResponse``, or its async stream (passed through).
+
+        Raises:
+            ContextTruncatedError: even the head and the newest turn cannot fit; LiteLLM
+                was not called.
+        """
+        request, info = _request(args, kwargs)
+        send = self.fit_request(request, model_info=info)
+        try:
+            response = await litellm.acompletion(**request)
+        except Exception as exc:
+            self.failed(send, exc)
+            raise
+        if request.get("stream"):
+            return _UsageStream(response, self, send)
+        self.record(send, getattr(response, "usage", None))
+        return response
+
+
+_DEFAULT_GUARD: LiteLLMGuard | None = None
+_DEFAULT_LOCK = threading.Lock()
+
+
+def _default_guard() -> LiteLLMGuard:
+    global _DEFAULT_GUARD
+    with _DEFAULT_LOCK:
+        if _DEFAULT_GUARD is None:
+            _DEFAULT_GUARD = LiteLLMGuard()
+        return _DEFAULT_GUARD
+
+
+def completion(*args: Any, **kwargs: Any) -> Any:
+    """``litellm.completion``, fitted into the window (same arguments).
+
+    ``model_info=`` may be a :class:`~windowguard.ModelInfo` (windowguard's, not passed
+    on); a dict is LiteLLM's own and goes through untouched. Conversations share one
+    default :class:`LiteLLMGuard`; build your own for other options.
+
+    Raises:
+        ContextTruncatedError: even the head and the newest turn cannot fit; LiteLLM was
+            not called.
+    """
+    return _default_guard().completion(*args, **kwargs)
+
+
+async def acompletion(*args: Any, **kwargs: Any) -> Any:
+    """``litellm.acompletion``, fitted into the window (same arguments, as
+    :func:`completion`).
+
+    Raises:
+        ContextTruncatedError: even the head and the newest turn cannot fit; LiteLLM was
+            not called.
+    """
+    return await _default_guard().acompletion(*args, **kwargs)
+
+
+# -- the proxy logger --------------------------------------------------------------------
+
+
+class WindowGuardLogger(CustomLogger):
+    """A LiteLLM ``CustomLogger`` that guards chat requests in the LiteLLM proxy.
+
+    Register it in the proxy config (``litellm_settings: callbacks: module.instance``)
+    or in ``litellm.callbacks``. ``async_pre_call_hook`` fits ``data`` in place (the
+    proxy runs it for every chat request); the success and failure callbacks feed the
+    usage back, matched to their send through ``metadata["windowguard_send"]``.
+
+    Args:
+        guard: the :class:`LiteLLMGuard` to fit with (default: one built from
+            ``options``).
+        **options: :class:`LiteLLMGuard` options.
+    """
+
+    def __init__(self, guard: LiteLLMGuard | None = None, **options: Any) -> None:
+        super().__init__()
+        if guard is not None and options:
+            raise ConfigurationError("pass either guard= or LiteLLMGuard options, not both")
+        self.guard = guard if guard is not None else LiteLLMGuard(**options)
+
+    async def async_pre_call_hook(
+        self,
+        user_api_key_dict: Any,
+        cache: Any,
+        data: dict[str, Any],
+        call_type: str,
+    ) -> dict[str, Any]:
+        """Fit a chat request's messages and reply budget in place; tag it for usage.
+
+        Other call types (embeddings, Responses, ...) pass through unchanged.
+
+        Raises:
+            ContextTruncatedError: even the head and the newest turn cannot fit.
+        """
+        if call_type not in _CHAT_CALL_TYPES or not isinstance(data.get("messages"), list):
+            return data
+        send = self.guard.fit_request(data)
+        metadata = data.get("metadata")
+        data["metadata"] = {
+            **(metadata if isinstance(metadata, Mapping) else {}),
+            SEND_TAG: send.tag,
+        }
+        return data
+
+    async def async_log_success_event(
+        self, kwargs: dict[str, Any], response_obj: Any, start_time: Any, end_time: Any
+    ) -> None:
+        """Feed the response's usage (for a stream: the assembled one's) back."""
+        self._record(kwargs, getattr(response_obj, "usage", None), None)
+
+    def log_success_event(
+        self, kwargs: dict[str, Any], response_obj: Any, start_time: Any, end_time: Any
+    ) -> None:
+        """As :meth:`async_log_success_event`, for sync calls."""
+        self._record(kwargs, getattr(response_obj, "usage", None), None)
+
+    async def async_log_failure_event(
+        self, kwargs: dict[str, Any], response_obj: Any, start_time: Any, end_time: Any
+    ) -> None:
+        """Record that no usage came back; learn from an overflow."""
+        self._record(kwargs, None, kwargs.get("exception"))
+
+    def log_failure_event(
+        self, kwargs: dict[str, Any], response_obj: Any, start_time: Any, end_time: Any
+    ) -> None:
+        """As :meth:`async_log_failure_event`, for sync calls."""
+        self._record(kwargs, None, kwargs.get("exception"))
+
+    def _record(self, kwargs: Mapping[str, Any], usage: object, error: object) -> None:
+        send = self.guard.send_of(_tag_of(kwargs))
+        if send is None:
+            return
+        if isinstance(error, BaseException):
+            self.guard.failed(send, error)
+        else:
+            self.guard.record(send, usage)
+
+
+def _tag_of(kwargs: Mapping[str, Any]) -> object:
+    params = kwargs.get("litellm_params")
+    for holder in (
+        params.get("metadata") if isinstance(params, Mapping) else None,
+        params.get("litellm_metadata") if isinstance(params, Mapping) else None,
+        kwargs.get("metadata"),
+    ):
+        if isinstance(holder, Mapping) and SEND_TAG in holder:
+            return holder[SEND_TAG]
+    return None
+
+
+# -- helpers -----------------------------------------------------------------------------
+
+
+class _UsageStream:
+    """LiteLLM's stream, passed through chunk by chunk; the chunk carrying usage (the
+    last, with ``include_usage``) feeds it back. Anything else is the stream's own."""
+
+    def __init__(self, stream: Any, guard: LiteLLMGuard, send: _Send) -> None:
+        self._stream = stream
+        self._guard = guard
+        self._send = send
+        self._done = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+    def __iter__(self) -> Iterator[Any]:
+        return self
+
+    def __next__(self) -> Any:
+        try:
+            chunk = next(self._stream)
+        except StopIteration:
+            self._finish(None)
+            raise
+        self._see(chunk)
+        return chunk
+
+    def __aiter__(self) -> AsyncIterator[Any]:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            chunk = await self._stream.__anext__()
+        except StopAsyncIteration:
+            self._finish(None)
+            raise
+        self._see(chunk)
+        return chunk
+
+    def _see(self, chunk: Any) -> None:
+        usage = getattr(chunk, "usage", None)
+        if usage is not None and _prompt_tokens(usage) is not None:
+            self._finish(usage)
+
+    def _finish(self, usage: object) -> None:
+        if not self._done:
+            self._done = True
+            self._guard.record(self._send, usage)
+
+
+def _request(
+    args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[dict[str, Any], ModelInfo | None]:
+    """LiteLLM's arguments as one request dict (model and messages may be positional),
+    and windowguard's ``model_info`` taken out."""
+    if len(args) > 2:
+        raise ConfigurationError(
+            f"pass model and messages positionally and the rest by keyword; got {len(args)} "
+            "positional arguments"
+        )
+    request = dict(kwargs)
+    if args:
+        if "model" in request:
+            raise ConfigurationError("model given both positionally and as a keyword")
+        request["model"] = args[0]
+    if len(args) > 1:
+        if "messages" in request:
+            raise ConfigurationError("messages given both positionally and as a keyword")
+        request["messages"] = args[1]
+    info = request.get("model_info")
+    if isinstance(info, ModelInfo):
+        del request["model_info"]  # windowguard's; a dict is LiteLLM's own
+    else:
+        info = None
+    return request, info
+
+
+def _tools(request: Mapping[str, Any]) -> list[object]:
+    tools = request.get("tools")
+    if tools:
+        return list(tools)
+    functions = request.get("functions")
+    if functions:
+        return [{"type": "function", "function": function} for function in functions]
+    return []
+
+
+def _prompt_tokens(usage: object) -> object:
+    """A usage value the manager can read, or None when the provider reported none."""
+    if usage is None:
+        return None
+    tokens = getattr(usage, "prompt_tokens", None)
+    if tokens is None and isinstance(usage, Mapping):
+        tokens = usage.get("prompt_tokens")
+    return (
+        tokens if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0 else None
+    )
+
+
+def _check_model_info(info: object) -> None:
+    if info is not None and not isinstance(info, ModelInfo):
+        raise ConfigurationError(
+            f"model_info must be a windowguard ModelInfo, got {type(info).__name__}"
+        )
