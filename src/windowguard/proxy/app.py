@@ -182,7 +182,7 @@ class _Proxy:
             conversation, _ = await guard.aconversation_for(
                 parsed, self.guards.endpoint_for(route.api), None
             )
-            send = await anyio.to_thread.run_sync(guard.fit, parsed, conversation)
+            send = await guard.afit(parsed, conversation)
         except ContextTruncatedError as exc:
             return self._refuse(route, exc)
         except WindowGuardError as exc:
