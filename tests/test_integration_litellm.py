@@ -372,3 +372,18 @@ def test_bad_input_is_named(guard: wgl.LiteLLMGuard) -> None:
         wgl.completion(MODEL, _start(), 30)
     with pytest.raises(wg.ConfigurationError, match="either"):
         wgl.WindowGuardLogger(guard=guard, safety=10)
+
+
+def test_a_late_report_is_dropped_never_misattributed(guard: wgl.LiteLLMGuard) -> None:
+    messages = _start()
+    first = guard.fit_request({"model": MODEL, "messages": messages, "max_tokens": 100})
+    messages.append({"role": "assistant", "content": "Reading."})
+    messages.append({"role": "user", "content": "Go on."})
+    second = guard.fit_request({"model": MODEL, "messages": messages, "max_tokens": 100})
+    assert not guard.record(first, {"prompt_tokens": 40})  # stale: the second was fitted
+    assert guard.record(second, {"prompt_tokens": 60})
+    third = {"model": MODEL, "messages": [*messages, {"role": "user", "content": "More."}]}
+    guard.fit_request(third)
+    assert guard.last_fit is not None
+    measured = [e.total_tokens for e in guard.last_fit.events if isinstance(e, wg.UsageMeasured)]
+    assert measured == [60]
