@@ -282,7 +282,7 @@ class _Proxy:
                 raw, answer.status_code, headers=response_headers(answer.headers.items())
             )
         if stream:
-            strip = route.api is CHAT and send is not None and not _asked_usage(payload, send)
+            strip = route.api is CHAT and send is not None and not _asked_usage(send)
             return StreamingResponse(
                 _relay(answer, send, strip_usage_chunk=strip),
                 status_code=answer.status_code,
@@ -398,7 +398,7 @@ def _kind_of_status(status: int) -> str:
     return classify_failure(status=status).kind.value
 
 
-def _asked_usage(payload: dict[str, Any], send: Send) -> bool:
+def _asked_usage(send: Send) -> bool:
     options = send.request.kwargs.get("stream_options")
     return isinstance(options, dict) and bool(options.get("include_usage"))
 
