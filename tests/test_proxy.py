@@ -7,6 +7,7 @@ plain ``httpx2`` requests. One test starts the CLI in a subprocess.
 
 from __future__ import annotations
 
+import http.server
 import itertools
 import json
 import logging
@@ -17,10 +18,11 @@ import socket
 import stat
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import anthropic
 import httpx2
@@ -572,3 +574,113 @@ def test_forward_headers_drop_hop_by_hop_and_replace_credentials_only_when_told(
     }
     anthropic_side = dict(forward_headers([], api_key="sk-p", anthropic=True, identity=False))
     assert anthropic_side == {"x-api-key": "sk-p"}
+
+
+# -- more of the upstream refusing ------------------------------------------------------
+
+
+def test_a_refit_that_cannot_fit_is_a_context_truncated_refusal() -> None:
+    # The proxy believes in an 8k window; the upstream serves 1k and says so.
+    with (
+        Emulator(flavor="vllm", context_window=1024, count_apis="none") as emu,
+        proxy_for(emu, window=8192) as proxy,
+        openai.OpenAI(base_url=proxy.base_url, api_key="k", max_retries=0) as client,
+    ):
+        with pytest.raises(openai.BadRequestError) as caught:
+            client.chat.completions.create(
+                model=MODEL, messages=[{"role": "user", "content": "word " * 2000}]
+            )
+        body = caught.value.body
+        assert isinstance(body, dict)
+        assert body["code"] == "context_truncated"
+        assert body["context_window"] == 1024  # learnt from the upstream's refusal
+        assert [r.status for r in emu.records] == [400]  # sent once, never resent
+        assert proxy.metrics.value("refusals_total", "chat") == 1
+
+
+class _AlwaysOverflow(http.server.BaseHTTPRequestHandler):
+    """An upstream that refuses every model call with vLLM's overflow 400."""
+
+    body = json.dumps(
+        {
+            "object": "error",
+            "message": "This model's maximum context length is 4096 tokens. However, you "
+            "requested 4200 tokens (12 in the messages, 4188 in the completion). Please "
+            "reduce the length of the messages or completion.",
+            "type": "BadRequestError",
+            "param": None,
+            "code": 400,
+        }
+    ).encode()
+    calls: ClassVar[list[str]] = []
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        self.calls.append(self.path)
+        self.send_response(400)
+        self.send_header("content-type", "application/json")
+        self.send_header("x-upstream", "fake")
+        self.send_header("content-length", str(len(self.body)))
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return None
+
+
+def test_a_second_overflow_goes_back_unchanged() -> None:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _AlwaysOverflow)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        root = f"http://127.0.0.1:{server.server_address[1]}"
+        with ProxyServer(ProxyConfig(upstream=root, port=0, window=8192, model=MODEL)) as proxy:
+            answer = httpx2.post(
+                proxy.base_url + "/chat/completions",
+                json=chat([{"role": "user", "content": "hi"}], max_tokens=100),
+            )
+            assert answer.status_code == 400
+            assert answer.content == _AlwaysOverflow.body
+            assert answer.headers["x-upstream"] == "fake"
+            sent = [path for path in _AlwaysOverflow.calls if path == "/v1/chat/completions"]
+            assert len(sent) == 2  # one refit, no loop (other calls: startup discovery)
+            assert proxy.metrics.value("refits_total", "chat") == 1
+            assert proxy.metrics.value("upstream_errors_total", "context_overflow") == 2
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+# -- OpenTelemetry ------------------------------------------------------------------------
+
+
+def test_events_reach_opentelemetry() -> None:
+    from opentelemetry.sdk import trace as sdk_trace
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    spans = InMemorySpanExporter()
+    tracer_provider = sdk_trace.TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
+    reader = InMemoryMetricReader()
+    meter = MeterProvider(metric_readers=[reader]).get_meter("test")
+    sink = wg.OpenTelemetrySink(tracer_provider.get_tracer("test"), meter)
+    with (
+        Emulator(flavor="vllm", context_window=4096) as emu,
+        proxy_for(emu, sinks=[sink], otel=True) as proxy,  # otel=True: the global no-op too
+        openai.OpenAI(base_url=proxy.base_url, api_key="k", max_retries=0) as client,
+        tracer_provider.get_tracer("test").start_as_current_span("request") as span,
+    ):
+        client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "hi"}])
+    assert span is not None
+    data = reader.get_metrics_data()
+    names = {
+        metric.name
+        for rm in (data.resource_metrics if data else ())
+        for sm in rm.scope_metrics
+        for metric in sm.metrics
+    }
+    assert "windowguard.context.pressure" in names
