@@ -4,7 +4,8 @@ A JSON request body is exactly the keyword arguments of the SDK call it stands f
 the proxy fits it with :class:`windowguard.guard._core.Guard`: ``Guard.request`` reads
 it, ``Guard.aconversation_for`` finds its conversation (keyed by its head, in a
 :class:`~windowguard._conversations.ConversationStore` per model), ``Guard.afit`` fits
-it on the event loop (a remote count, when one is needed, is awaited), and the returned ``Send`` feeds the usage back or learns from a refusal.
+it on the event loop (a remote count, when one is needed, is awaited), and the returned
+``Send`` feeds the usage back or learns from a refusal.
 
 This module is the thin adapter between that core and a server:
 

@@ -191,7 +191,7 @@ def discover_upstream(config: ProxyConfig) -> UpstreamInfo:
             + ("" if model else " and --model NAME")
             + (
                 ""
-                if config.api_key
+                if config.api_key or listed
                 else "; if the upstream needs a key to list its models, "
                 "--api-key-env VAR lets the proxy ask with it"
             )
