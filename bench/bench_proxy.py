@@ -202,9 +202,6 @@ def main() -> int:
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     emulator = subprocess.Popen(
         _python(
-            # The emulator's stdlib server listens with a backlog of 5, which drops
-            # connections when 100 clients connect at once; give it a real backlog.
-            "import http.server; http.server.ThreadingHTTPServer.request_queue_size = 1024\n"
             "from windowguard.emulator.cli import main; raise SystemExit(main())",
             "--flavor",
             "vllm",

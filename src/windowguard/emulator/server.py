@@ -90,6 +90,13 @@ class CallRecord:
     max_output_tokens: int | None = None
 
 
+class _Server(ThreadingHTTPServer):
+    """The stdlib server with a listen backlog for many clients at once: its default of
+    5 refuses connections when 100 agents (or a load test) connect together."""
+
+    request_queue_size = 1024
+
+
 class Emulator:
     """A local OpenAI-, vLLM-, llama.cpp- or Anthropic-compatible server.
 
@@ -198,7 +205,7 @@ class Emulator:
         if self._httpd is not None:
             raise ConfigurationError("this emulator is already running")
         handler = type("_BoundHandler", (_Handler,), {"emulator": self})
-        httpd = ThreadingHTTPServer(("127.0.0.1", self._port), handler)
+        httpd = _Server(("127.0.0.1", self._port), handler)
         httpd.daemon_threads = True
         self._httpd = httpd
         self._thread = threading.Thread(
