@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import re
+from typing import Any
+
 import pytest
 
 import windowguard as wg
-from windowguard._conversations import ConversationStore, head_key
+from windowguard._conversations import ConversationStore, ManagerOptions, head_key
+from windowguard.shrink import DEFAULT_SAFETY_BUFFER
 
 
 def _manager() -> wg.ContextWindowManager:
@@ -97,3 +102,148 @@ def test_store_rejects_a_bad_bound(bad: object) -> None:
 def test_store_rejects_a_bad_key() -> None:
     with pytest.raises(wg.ConfigurationError, match="conversation key"):
         ConversationStore(_manager).get("")
+
+
+def test_afit_fits_as_fit_does_and_feeds_the_recorded_usage() -> None:
+    messages = _chat("task")
+    fitted = ConversationStore(_manager).get("k").fit(messages, max_tokens=100)
+    conversation = ConversationStore(_manager).get("k")
+    fit = asyncio.run(conversation.afit(messages, max_tokens=100))
+    assert fit.messages == fitted.messages and fit.max_tokens == fitted.max_tokens
+    conversation.record({"prompt_tokens": 30})
+    messages += [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "more"}]
+    fit = asyncio.run(conversation.afit(messages, max_tokens=100))
+    measured = [e for e in fit.events if isinstance(e, wg.UsageMeasured)]
+    assert [e.total_tokens for e in measured] == [30]
+
+
+def test_a_refused_afit_of_a_new_conversation_starts_it_over() -> None:
+    conversation = ConversationStore(_manager).get("k")
+    huge = _chat("task", {"role": "user", "content": "x " * 40_000})
+    with pytest.raises(wg.ContextTruncatedError):
+        asyncio.run(conversation.afit(huge, max_tokens=100))
+    assert not conversation.started
+    assert conversation.begin() is None
+
+
+# -- ManagerOptions -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("manager", "gpt-4o"),
+        ("model_info", {"context_window": 8_192}),
+        ("safety", -1),
+        ("safety", True),
+        ("safety", 1.5),
+        ("pruning", "oldest"),
+        ("strict", "yes"),
+        ("max_conversations", 0),
+        ("max_conversations", True),
+        ("ttl_seconds", 0),
+        ("ttl_seconds", "60"),
+    ],
+)
+def test_options_name_a_bad_option_its_value_and_the_caller(option: str, value: object) -> None:
+    with pytest.raises(wg.ConfigurationError) as raised:
+        ManagerOptions(caller="guard()", **{option: value})
+    message = str(raised.value)
+    assert message.startswith("guard(): ")
+    assert f"{option} must be" in message
+    assert repr(value) in message
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("model_info", wg.ModelInfo(context_window=8_192)),
+        ("safety", 100),
+        ("pruning", "minimal"),
+        ("strict", True),
+    ],
+)
+def test_an_option_given_with_manager_clashes(option: str, value: object) -> None:
+    template = wg.ContextWindowManager("gpt-4o")
+    expected = (
+        f"pass {option} to the ContextWindowManager given as manager=, "
+        "not to ContextWindowMiddleware() as well"
+    )
+    with pytest.raises(wg.ConfigurationError, match=re.escape(expected)):
+        ManagerOptions(caller="ContextWindowMiddleware()", manager=template, **{option: value})
+
+
+def test_every_clashing_option_is_named() -> None:
+    with pytest.raises(wg.ConfigurationError, match="pass safety and strict to the"):
+        ManagerOptions(caller="guard()", manager=wg.ContextWindowManager(), safety=100, strict=True)
+
+
+def test_options_left_at_the_manager_defaults_do_not_clash() -> None:
+    template = wg.ContextWindowManager("gpt-4o", safety=1_000, pruning="minimal", strict=True)
+    options = ManagerOptions(
+        caller="LiteLLMGuard()",
+        manager=template,
+        model_info=None,
+        safety=DEFAULT_SAFETY_BUFFER,
+        pruning="low_water",
+        strict=False,
+    )
+    made = options.make("other-model")
+    assert (made.safety, made.pruning, made.strict) == (1_000, "minimal", True)
+
+
+def test_make_without_a_manager_builds_one_with_the_options() -> None:
+    info = wg.ModelInfo(context_window=8_192)
+    options = ManagerOptions(
+        caller="guard()", model_info=info, safety=1_000, pruning="minimal", strict=True
+    )
+    first, second = options.make("gpt-4o"), options.make("gpt-4o")
+    assert first is not second
+    assert (first.safety, first.pruning, first.strict) == (1_000, "minimal", True)
+    assert first.context_window == 8_192
+    assert options.make("gpt-4o", wg.ModelInfo(context_window=4_096)).context_window == 4_096
+
+
+def test_make_without_options_takes_the_manager_defaults() -> None:
+    made = ManagerOptions(caller="guard()").make("gpt-4o")
+    default = wg.ContextWindowManager("gpt-4o")
+    assert (made.safety, made.pruning, made.strict) == (
+        default.safety,
+        default.pruning,
+        default.strict,
+    )
+    assert made.context_window == wg.lookup_model("gpt-4o").context_window  # type: ignore[union-attr]
+    assert ManagerOptions(caller="guard()").make("").model is None
+
+
+def test_make_with_a_manager_copies_it_with_fresh_state() -> None:
+    template = wg.ContextWindowManager(model_info=wg.ModelInfo(context_window=8_192), safety=700)
+    template.fit(_chat("task"), max_tokens=100)
+    options = ManagerOptions(caller="guard()", manager=template)
+    made = options.make("gpt-4o", wg.ModelInfo(context_window=4_096))
+    assert made is not template and options.make("gpt-4o") is not made
+    assert made.context_window == 8_192  # the template's window, not model_info's
+    assert made.safety == 700
+    assert made.calibration is not template.calibration
+    fit = made.fit(_chat("other task"), max_tokens=100)
+    assert [m["content"] for m in fit.messages] == ["be brief", "other task"]
+
+
+def test_store_takes_the_options_bounds() -> None:
+    options = ManagerOptions(caller="guard()", max_conversations=2, ttl_seconds=None)
+    store = options.store(lambda: options.make("gpt-4o"))
+    assert (store.max_conversations, store.ttl_seconds) == (2, None)
+    for key in "abc":
+        store.get(key)
+    assert len(store) == 2 and "a" not in store
+
+
+def test_options_are_frozen_values() -> None:
+    options = ManagerOptions(caller="guard()", safety=100)
+    assert options == ManagerOptions(caller="guard()", safety=100)
+    with pytest.raises(AttributeError):
+        options.safety = 200  # type: ignore[misc]
+    assert not hasattr(options, "__dict__")
+    kwargs: dict[str, Any] = {"safety": 100}
+    with pytest.raises(TypeError):
+        ManagerOptions("guard()", **kwargs)  # type: ignore[misc]

@@ -10,6 +10,11 @@ conversation's head (the system prompt through the first user message) and the m
 so a caller that re-sends the same transcript gets the same state back with no extra
 code. ``guarded.conversation(key)`` pins a key explicitly.
 
+A :class:`ManagerOptions` is what such a caller was configured with (``manager=`` or
+``model_info`` / ``safety`` / ``pruning`` / ``strict``, and the store's bounds),
+checked once where the caller is made; :meth:`ManagerOptions.make` makes each
+conversation's manager.
+
 Invariants:
 
 - The store is bounded: at most ``max_conversations`` entries, least recently used
@@ -20,7 +25,20 @@ Invariants:
   a send that got no usage back (an error, a stream cut short) is followed by
   ``NO_USAGE``, never by a stale report that would mis-measure the ledger.
 - Each conversation has a lock, so two threads sharing one conversation fit and
-  record one after the other.
+  record one after the other. :meth:`Conversation.afit` holds it only to take the
+  previous usage (a thread lock cannot be held across an ``await``); its remote counts
+  are awaited, never blocking the event loop.
+- A fit that raises sends nothing: the next fit says ``NO_USAGE``, or, when the
+  conversation never sent, starts the run over (``last_usage=None``).
+- :class:`ManagerOptions` are valid once made: a bad option raises
+  :class:`~windowguard.ConfigurationError` naming the option, the value and the caller,
+  before any conversation exists. ``manager=`` excludes ``model_info``, ``safety``,
+  ``pruning`` and ``strict``, since the manager carries its own; an option left at the
+  :class:`~windowguard.ContextWindowManager` default (None, or ``safety=500``,
+  ``pruning="low_water"``, ``strict=False``) says nothing and does not clash, so callers
+  whose signatures default to those values take ``manager=`` too.
+- Every conversation gets its own manager: a copy of ``manager=`` (same
+  configuration, fresh per-run state), else a new one with the options.
 """
 
 from __future__ import annotations
@@ -31,11 +49,16 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
+from .accounting.remote import RemoteCountError
+from .catalog import ModelInfo
 from .estimate import NO_USAGE
 from .exceptions import ConfigurationError
 from .manager import ContextWindowManager, Fit
+from .prune import POLICIES, PruningPolicy
+from .shrink import DEFAULT_SAFETY_BUFFER
 
 DEFAULT_MAX_CONVERSATIONS: Final = 1024
 DEFAULT_TTL_SECONDS: Final = 3600.0
@@ -84,10 +107,46 @@ class Conversation:
             try:
                 return self.manager.fit(messages, last_usage=last_usage, **options)
             except BaseException:
-                # Nothing was sent. The manager has taken in ``last_usage`` already, so the
-                # next fit says "no new usage"; a conversation that never sent starts over.
-                self._previous = _NOT_SENT if last_usage is None else NO_USAGE
+                self._unsent(last_usage)
                 raise
+
+    async def afit(self, messages: Sequence[object], **options: Any) -> Fit:
+        """:meth:`fit` with the remote counts awaited, never blocking the event loop.
+
+        Args:
+            messages: the full transcript, as the caller sends it.
+            **options: any other :meth:`ContextWindowManager.fit_steps` argument.
+        """
+        manager = self.manager
+        with self.lock:
+            self.touched = time.monotonic()
+            last_usage = self.begin()
+        steps = manager.fit_steps(messages, last_usage=last_usage, **options)
+        try:
+            query = next(steps)
+            while True:
+                remote = manager.remote
+                answer: int | BaseException
+                if remote is None:
+                    answer = RemoteCountError("no remote counter")
+                else:
+                    try:
+                        answer = int(await remote.acount(query))
+                    except Exception as exc:  # a counter must never break a send
+                        answer = exc
+                query = steps.send(answer)
+        except StopIteration as done:
+            fit: Fit = done.value
+            return fit
+        except BaseException:
+            with self.lock:
+                self._unsent(last_usage)
+            raise
+
+    def _unsent(self, last_usage: object) -> None:
+        # Nothing was sent. The manager has taken in ``last_usage`` already, so the next
+        # fit says "no new usage"; a conversation that never sent starts over.
+        self._previous = _NOT_SENT if last_usage is None else NO_USAGE
 
     def record(self, usage: object) -> None:
         """The provider's usage for the request just fitted (None: none came back)."""
@@ -111,22 +170,9 @@ class ConversationStore:
         max_conversations: int = DEFAULT_MAX_CONVERSATIONS,
         ttl_seconds: float | None = DEFAULT_TTL_SECONDS,
     ) -> None:
-        if (
-            not isinstance(max_conversations, int)
-            or isinstance(max_conversations, bool)
-            or max_conversations < 1
-        ):
-            raise ConfigurationError(
-                f"max_conversations must be a positive int, got {max_conversations!r}"
-            )
-        if ttl_seconds is not None and (
-            not isinstance(ttl_seconds, (int, float))
-            or isinstance(ttl_seconds, bool)
-            or ttl_seconds <= 0
-        ):
-            raise ConfigurationError(
-                f"ttl_seconds must be a positive number or None, got {ttl_seconds!r}"
-            )
+        problem = _bounds_problem(max_conversations, ttl_seconds)
+        if problem is not None:
+            raise ConfigurationError(problem)
         self._factory = factory
         self.max_conversations = max_conversations
         self.ttl_seconds = None if ttl_seconds is None else float(ttl_seconds)
@@ -166,6 +212,129 @@ class ConversationStore:
             if now - oldest.touched <= ttl:
                 return
             self._entries.popitem(last=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ManagerOptions:
+    """How a caller with its own loop makes and keeps its conversations' managers.
+
+    Made once, where ``wg.guard`` or an integration is configured; checked on creation.
+    None means "the :class:`~windowguard.ContextWindowManager` default".
+
+    Example:
+        >>> options = ManagerOptions(caller="guard()", safety=1_000)
+        >>> store = options.store(lambda: options.make("gpt-4o"))
+
+    Attributes:
+        caller: what the options were given to, as errors name it (``"guard()"``).
+        manager: a template manager, copied for each conversation; excludes the
+            four options below unless they are left at the manager's defaults.
+        model_info: the limits of every model (else the catalog's for its name).
+        safety: tokens kept free below the window.
+        pruning: the pruning policy.
+        strict: raise on damaged transcripts instead of passing them on.
+        max_conversations: conversations a store keeps (least recently used first out).
+        ttl_seconds: a conversation idle this long is forgotten (None: never).
+
+    Raises:
+        ConfigurationError: an option of the wrong type or out of range, or one given
+            with ``manager=`` as well.
+    """
+
+    caller: str
+    manager: ContextWindowManager | None = None
+    model_info: ModelInfo | None = None
+    safety: int | None = None
+    pruning: PruningPolicy | None = None
+    strict: bool | None = None
+    max_conversations: int = DEFAULT_MAX_CONVERSATIONS
+    ttl_seconds: float | None = DEFAULT_TTL_SECONDS
+
+    def __post_init__(self) -> None:
+        problem = self._problem()
+        if problem is not None:
+            raise ConfigurationError(f"{self.caller}: {problem}")
+        if self.manager is None:
+            return
+        clash = [
+            name
+            for name, value, default in (
+                ("model_info", self.model_info, None),
+                ("safety", self.safety, DEFAULT_SAFETY_BUFFER),
+                ("pruning", self.pruning, "low_water"),
+                ("strict", self.strict, False),
+            )
+            if value is not None and value != default
+        ]
+        if clash:
+            raise ConfigurationError(
+                f"pass {' and '.join(clash)} to the ContextWindowManager given as manager=, "
+                f"not to {self.caller} as well"
+            )
+
+    def _problem(self) -> str | None:
+        manager, info, safety = self.manager, self.model_info, self.safety
+        if manager is not None and not isinstance(manager, ContextWindowManager):
+            return f"manager must be a windowguard.ContextWindowManager, got {manager!r}"
+        if info is not None and not isinstance(info, ModelInfo):
+            return f"model_info must be a windowguard.ModelInfo, got {info!r}"
+        if safety is not None and (
+            not isinstance(safety, int) or isinstance(safety, bool) or safety < 0
+        ):
+            return f"safety must be a non-negative int, got {safety!r}"
+        if self.pruning is not None and self.pruning not in POLICIES:
+            return f"pruning must be one of {POLICIES}, got {self.pruning!r}"
+        if self.strict is not None and not isinstance(self.strict, bool):
+            return f"strict must be True or False, got {self.strict!r}"
+        return _bounds_problem(self.max_conversations, self.ttl_seconds)
+
+    def keywords(self, model_info: ModelInfo | None = None) -> dict[str, Any]:
+        """The :class:`~windowguard.ContextWindowManager` keyword arguments of a new
+        manager (``model_info`` wins over the options')."""
+        return {
+            "model_info": self.model_info if model_info is None else model_info,
+            "safety": DEFAULT_SAFETY_BUFFER if self.safety is None else self.safety,
+            "pruning": "low_water" if self.pruning is None else self.pruning,
+            "strict": bool(self.strict),
+        }
+
+    def make(self, model: str | None, model_info: ModelInfo | None = None) -> ContextWindowManager:
+        """A new conversation's manager: a copy of ``manager=``, else a new one.
+
+        Args:
+            model: the model name (its catalog entry gives the window when no
+                ``model_info`` does); None or ``""``: no name.
+            model_info: this model's limits, winning over the options' (ignored with
+                ``manager=``, which carries its own).
+
+        Returns:
+            A manager with fresh per-run state.
+        """
+        if self.manager is not None:
+            return self.manager.copy()
+        return ContextWindowManager(model or None, **self.keywords(model_info))
+
+    def store(self, factory: Callable[[], ContextWindowManager]) -> ConversationStore:
+        """A conversation store with these bounds, making managers with ``factory``."""
+        return ConversationStore(
+            factory, max_conversations=self.max_conversations, ttl_seconds=self.ttl_seconds
+        )
+
+
+def _bounds_problem(max_conversations: object, ttl_seconds: object) -> str | None:
+    if (
+        not isinstance(max_conversations, int)
+        or isinstance(max_conversations, bool)
+        or max_conversations < 1
+    ):
+        return f"max_conversations must be a positive int, got {max_conversations!r}"
+    if ttl_seconds is not None and (
+        not isinstance(ttl_seconds, (int, float))
+        or isinstance(ttl_seconds, bool)
+        or ttl_seconds <= 0
+    ):
+        return f"ttl_seconds must be a positive number or None, got {ttl_seconds!r}"
+    return None
 
 
 def head_key(
