@@ -35,8 +35,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final
 
-from .._conversations import Conversation, ConversationStore, head_key
-from ..accounting.remote import RemoteCountError
+from .._conversations import Conversation, ConversationStore, ManagerOptions, head_key
 from ..catalog import ModelInfo
 from ..estimate import prompt_tokens_from_usage
 from ..events import Event
@@ -45,9 +44,8 @@ from ..failures import FailureKind, classify_failure
 from ..gauge import ContextGauge
 from ..manager import ContextWindowManager, Fit
 from ..providers._common import CounterSource, ModelInfoSource, is_default_host
-from ..prune import POLICIES, PruningPolicy
-from ..shrink import DEFAULT_SAFETY_BUFFER
-from ..sinks import Sink, emit
+from ..prune import PruningPolicy
+from ..sinks import Sink, as_sinks, emit
 from ._apis import Api, Request, fitted_kwargs, parse, server_state
 
 __all__ = ["Guard", "GuardPassthrough", "Send"]
@@ -89,8 +87,9 @@ class Guard:
         pruning: the manager's pruning policy.
         sinks: where events go.
         strict: raise on damaged transcripts instead of passing them on.
-        manager: a template manager, copied per conversation (excludes the options
-            above but ``sinks``).
+        manager: a template manager, copied per conversation (excludes ``model_info``,
+            ``safety``, ``pruning`` and ``strict``: see
+            :class:`~windowguard._conversations.ManagerOptions`).
         max_conversations: conversations kept per endpoint and model (LRU).
         discover: ask the endpoint for its window and count API (None: unless it is the
             vendor's own host).
@@ -111,60 +110,19 @@ class Guard:
         discover: bool | None,
         discovery_timeout: float,
     ) -> None:
-        if manager is not None:
-            if not isinstance(manager, ContextWindowManager):
-                raise ConfigurationError(
-                    f"manager must be a ContextWindowManager, got {type(manager).__name__}"
-                )
-            clash = [
-                name
-                for name, value in (
-                    ("model_info", model_info),
-                    ("safety", safety),
-                    ("pruning", pruning),
-                    ("strict", strict),
-                )
-                if value is not None
-            ]
-            if clash:
-                raise ConfigurationError(
-                    f"pass {', '.join(clash)} to the ContextWindowManager given as manager=, "
-                    "not to guard() as well"
-                )
-        if model_info is not None and not isinstance(model_info, ModelInfo):
-            raise ConfigurationError(
-                f"model_info must be a windowguard ModelInfo, got {type(model_info).__name__}"
-            )
-        if safety is not None and (
-            not isinstance(safety, int) or isinstance(safety, bool) or safety < 0
-        ):
-            raise ConfigurationError(f"safety must be a non-negative int, got {safety!r}")
-        if pruning is not None and pruning not in POLICIES:
-            raise ConfigurationError(f"pruning must be one of {POLICIES}, got {pruning!r}")
-        if strict is not None and not isinstance(strict, bool):
-            raise ConfigurationError(f"strict must be True or False, got {strict!r}")
+        self.options = ManagerOptions(
+            caller="guard()",
+            manager=manager,
+            model_info=model_info,
+            safety=safety,
+            pruning=pruning,
+            strict=strict,
+            max_conversations=max_conversations,
+        )
         if discover is not None and not isinstance(discover, bool):
             raise ConfigurationError(f"discover must be True, False or None, got {discover!r}")
-        if (
-            not isinstance(max_conversations, int)
-            or isinstance(max_conversations, bool)
-            or max_conversations < 1
-        ):
-            raise ConfigurationError(
-                f"max_conversations must be a positive int, got {max_conversations!r}"
-            )
-        sinks = tuple(sinks)
-        for sink in sinks:
-            if not callable(sink):
-                raise ConfigurationError(f"every sink must be callable, got {sink!r}")
         self.vendor = vendor
-        self.model_info = model_info
-        self.safety = DEFAULT_SAFETY_BUFFER if safety is None else safety
-        self.pruning: PruningPolicy = "low_water" if pruning is None else pruning
-        self.strict = bool(strict)
-        self.template = manager
-        self.sinks: tuple[Sink, ...] = sinks
-        self.max_conversations = max_conversations
+        self.sinks: tuple[Sink, ...] = as_sinks(sinks)
         self.discover = discover
         self.discovery_timeout = discovery_timeout
         self._lock = threading.Lock()
@@ -219,7 +177,7 @@ class Guard:
         """:meth:`conversation_for` with discovery that never blocks the event loop."""
         base_url, api_key = _endpoint(client)
         limits = self._limits_for(base_url, request.model, api_key)
-        if self.template is None:
+        if self.options.manager is None:
             await limits.info.aget()
         if limits.counter is not None:
             await limits.counter.aget()
@@ -234,7 +192,7 @@ class Guard:
             discover = (not vendor_host) if self.discover is None else self.discover
             info = ModelInfoSource(
                 model,
-                explicit=self.model_info,
+                explicit=self.options.model_info,
                 discover=discover and not vendor_host,
                 base_url=base_url,
                 api_key=api_key,
@@ -257,24 +215,14 @@ class Guard:
         with self._lock:
             store = self._stores.get((base_url, model))
             if store is None:
-                store = ConversationStore(
-                    lambda: self._new_manager(model, limits),
-                    max_conversations=self.max_conversations,
-                )
+                store = self.options.store(lambda: self._new_manager(model, limits))
                 self._stores[(base_url, model)] = store
             return store
 
     def _new_manager(self, model: str, limits: _Limits) -> ContextWindowManager:
-        if self.template is not None:
-            manager = self.template.copy()
-        else:
-            manager = ContextWindowManager(
-                model,
-                model_info=limits.info.get(),
-                safety=self.safety,
-                pruning=self.pruning,
-                strict=self.strict,
-            )
+        # A template carries its own window: no discovery for it.
+        info = None if self.options.manager is not None else limits.info.get()
+        manager = self.options.make(model, info)
         if limits.counter is not None and manager.wants_remote_counter:
             manager.use_remote_counter(limits.counter.get(), model=model)
         return manager
@@ -300,34 +248,13 @@ class Guard:
 
     async def afit(self, request: Request, conversation: Conversation) -> Send:
         """:meth:`fit` whose remote count is awaited, never blocking the event loop."""
-        manager = conversation.manager
-        last_usage = conversation.begin()
-        steps = manager.fit_steps(
+        fit = await conversation.afit(
             request.messages,
             tools=request.tools,
             max_tokens=request.requested,
-            last_usage=last_usage,
             system=request.system,
             format=request.api.format,
         )
-        try:
-            query = next(steps)
-            while True:
-                remote = manager.remote
-                answer: int | BaseException
-                if remote is None:
-                    answer = RemoteCountError("no remote counter")
-                else:
-                    try:
-                        answer = int(await remote.acount(query))
-                    except Exception as exc:  # a counter must never break a send
-                        answer = exc
-                query = steps.send(answer)
-        except StopIteration as done:
-            fit: Fit = done.value
-        except BaseException:
-            conversation.record(None)  # nothing was sent
-            raise
         with conversation.lock:
             number = self._next_send(conversation)
         return self._fitted(request, conversation, fit, number)

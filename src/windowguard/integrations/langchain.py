@@ -59,13 +59,19 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         'pip install "windowguard[langchain]"'
     ) from exc
 
-from .._conversations import DEFAULT_MAX_CONVERSATIONS, Conversation, ConversationStore, head_key
+from .._conversations import (
+    DEFAULT_MAX_CONVERSATIONS,
+    Conversation,
+    ConversationStore,
+    ManagerOptions,
+    head_key,
+)
 from ..catalog import ModelInfo
 from ..exceptions import ConfigurationError
 from ..failures import FailureKind, classify_failure
 from ..gauge import ContextGauge
 from ..manager import ContextWindowManager, Fit
-from ..prune import POLICIES, PruningPolicy
+from ..prune import PruningPolicy
 from ..sinks import Sink, as_sinks, emit
 
 __all__ = ["ContextWindowHook", "ContextWindowMiddleware", "pre_model_hook"]
@@ -79,55 +85,14 @@ class _Fitter:
     """The shared core: per-conversation managers, message mapping, usage feedback."""
 
     def __init__(
-        self,
-        *,
-        model_info: ModelInfo | None,
-        safety: int | None,
-        pruning: PruningPolicy,
-        sinks: Sink | Iterable[Sink] | None,
-        strict: bool,
-        manager: ContextWindowManager | None,
-        max_conversations: int,
-        stream_usage: bool,
+        self, options: ManagerOptions, *, sinks: Sink | Iterable[Sink] | None, stream_usage: bool
     ) -> None:
-        if manager is not None and not isinstance(manager, ContextWindowManager):
-            raise ConfigurationError(
-                f"manager must be a windowguard.ContextWindowManager, got {manager!r}"
-            )
-        if manager is not None and (model_info is not None or safety is not None):
-            raise ConfigurationError(
-                "pass either manager= or model_info=/safety=, not both: the manager "
-                "already carries its window and safety"
-            )
-        if model_info is not None and not isinstance(model_info, ModelInfo):
-            raise ConfigurationError(
-                f"model_info must be a windowguard.ModelInfo, got {model_info!r}"
-            )
-        if safety is not None and (
-            not isinstance(safety, int) or isinstance(safety, bool) or safety < 0
-        ):
-            raise ConfigurationError(f"safety must be a non-negative int, got {safety!r}")
-        if pruning not in POLICIES:
-            raise ConfigurationError(f"pruning must be one of {POLICIES}, got {pruning!r}")
-        if not isinstance(strict, bool):
-            raise ConfigurationError(f"strict must be True or False, got {strict!r}")
         if not isinstance(stream_usage, bool):
-            raise ConfigurationError(f"stream_usage must be True or False, got {stream_usage!r}")
-        if (
-            not isinstance(max_conversations, int)
-            or isinstance(max_conversations, bool)
-            or max_conversations < 1
-        ):
             raise ConfigurationError(
-                f"max_conversations must be a positive int, got {max_conversations!r}"
+                f"{options.caller}: stream_usage must be True or False, got {stream_usage!r}"
             )
-        self.model_info = model_info
-        self.safety = safety
-        self.pruning: PruningPolicy = pruning
+        self.options = options
         self.sinks = as_sinks(sinks)
-        self.strict = strict
-        self.manager = manager
-        self.max_conversations = max_conversations
         self.stream_usage = stream_usage
         # id(chat model) -> (the model, its copy that asks for usage in streams)
         self._reporting: dict[int, tuple[object, object]] = {}
@@ -144,17 +109,20 @@ class _Fitter:
         model's own base URL (when it has one) merged with the catalog, else the
         catalog; an unknown model gets the fallback window.
         """
-        if self.manager is not None:
-            return self.manager
-        options: dict[str, Any] = {"pruning": self.pruning, "strict": self.strict}
-        if self.safety is not None:
-            options["safety"] = self.safety
+        options = self.options
         model = name or None
-        if self.model_info is None and model is not None and base_url.startswith("http"):
+        if (
+            options.manager is None
+            and options.model_info is None
+            and model is not None
+            and base_url.startswith("http")
+        ):
             # A server of its own (vLLM, llama.cpp, a gateway) may serve a smaller window
             # than the catalog's: ask it, and let the catalog fill in what it does not say.
-            return ContextWindowManager.from_endpoint(base_url, model, api_key, **options)
-        return ContextWindowManager(model, model_info=self.model_info, **options)
+            return ContextWindowManager.from_endpoint(
+                base_url, model, api_key, **options.keywords()
+            )
+        return options.make(model)
 
     def _store(self, chat_model: object) -> ConversationStore:
         name, base_url, api_key = _describe_model(chat_model)
@@ -167,7 +135,7 @@ class _Fitter:
         with self._lock:
             store = self._stores.get(key)
             if store is None:
-                store = ConversationStore(prototype.copy, max_conversations=self.max_conversations)
+                store = self.options.store(prototype.copy)
                 self._stores[key] = store
             return store
 
@@ -192,7 +160,7 @@ class _Fitter:
                 return known[1]
         reporting = chat_model.model_copy(update={"stream_usage": True})
         with self._lock:
-            if len(self._reporting) >= self.max_conversations:
+            if len(self._reporting) >= self.options.max_conversations:
                 self._reporting.clear()  # models are few; this only bounds a leak
             self._reporting[id(chat_model)] = (chat_model, reporting)
         return reporting
@@ -297,7 +265,8 @@ class ContextWindowMiddleware(AgentMiddleware[AgentState[Any], Any]):
         strict: raise :class:`~windowguard.InvalidTranscriptError` on a damaged
             history instead of passing it on unchanged.
         manager: a configured :class:`~windowguard.ContextWindowManager`; each
-            conversation gets a copy. Excludes ``model_info`` and ``safety``.
+            conversation gets a copy. Excludes ``model_info``, ``safety``, ``pruning``
+            and ``strict`` (left at their defaults).
         max_conversations: conversations whose state is kept (least recently used
             forgotten first).
         stream_usage: let a ``ChatOpenAI`` whose ``stream_usage`` is unset report usage
@@ -321,16 +290,16 @@ class ContextWindowMiddleware(AgentMiddleware[AgentState[Any], Any]):
         stream_usage: bool = True,
     ) -> None:
         super().__init__()
-        self._fitter = _Fitter(
+        options = ManagerOptions(
+            caller="ContextWindowMiddleware()",
+            manager=manager,
             model_info=model_info,
             safety=safety,
             pruning=pruning,
-            sinks=sinks,
             strict=strict,
-            manager=manager,
             max_conversations=max_conversations,
-            stream_usage=stream_usage,
         )
+        self._fitter = _Fitter(options, sinks=sinks, stream_usage=stream_usage)
 
     def _fitted(self, request: ModelRequest[Any]) -> tuple[Conversation, ModelRequest[Any]]:
         history: list[BaseMessage] = list(request.messages)
@@ -450,7 +419,7 @@ class ContextWindowHook:
         with self._lock:
             self._fitted_max_tokens[conversation.key] = fit.max_tokens
             self._fitted_max_tokens.move_to_end(conversation.key)
-            while len(self._fitted_max_tokens) > self._fitter.max_conversations:
+            while len(self._fitted_max_tokens) > self._fitter.options.max_conversations:
                 self._fitted_max_tokens.popitem(last=False)
         return {"llm_input_messages": kept}
 
@@ -518,7 +487,8 @@ def pre_model_hook(
         pruning: ``"low_water"`` or ``"minimal"``.
         sinks: event sinks.
         strict: raise on a damaged history instead of passing it on unchanged.
-        manager: a configured manager (each conversation gets a copy).
+        manager: a configured manager (each conversation gets a copy); excludes
+            ``model_info``, ``safety``, ``pruning`` and ``strict``.
         max_conversations: conversations whose state is kept.
         stream_usage: let ``hook.model`` ask a ``ChatOpenAI`` whose ``stream_usage``
             is unset for usage in streamed replies too.
@@ -537,16 +507,16 @@ def pre_model_hook(
         raise ConfigurationError(
             f"system must be a str or SystemMessage, got {type(system).__name__}"
         )
-    fitter = _Fitter(
+    options = ManagerOptions(
+        caller="pre_model_hook()",
+        manager=manager,
         model_info=model_info,
         safety=safety,
         pruning=pruning,
-        sinks=sinks,
         strict=strict,
-        manager=manager,
         max_conversations=max_conversations,
-        stream_usage=stream_usage,
     )
+    fitter = _Fitter(options, sinks=sinks, stream_usage=stream_usage)
     return ContextWindowHook(fitter, model=model, tools=tools, system=system, max_tokens=max_tokens)
 
 

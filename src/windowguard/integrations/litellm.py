@@ -54,6 +54,7 @@ from .._conversations import (
     DEFAULT_TTL_SECONDS,
     Conversation,
     ConversationStore,
+    ManagerOptions,
     head_key,
 )
 from ..catalog import ModelInfo
@@ -62,7 +63,7 @@ from ..failures import FailureKind, classify_failure
 from ..manager import ContextWindowManager, Fit
 from ..prune import PruningPolicy
 from ..shrink import DEFAULT_SAFETY_BUFFER
-from ..sinks import Sink, emit
+from ..sinks import Sink, as_sinks, emit
 
 __all__ = ["LiteLLMGuard", "WindowGuardLogger", "acompletion", "completion"]
 
@@ -100,8 +101,8 @@ class LiteLLMGuard:
         pruning: ``"low_water"`` (default, cache-friendly) or ``"minimal"``.
         strict: raise :class:`~windowguard.InvalidTranscriptError` on damaged input.
         sinks: callables given every event.
-        manager: a configured manager to copy for each conversation (overrides the
-            options above).
+        manager: a configured manager to copy for each conversation (then leave the
+            options above at their defaults: the manager carries its own).
         max_conversations: conversations remembered (least recently used forgotten).
         ttl_seconds: a conversation idle this long is forgotten.
 
@@ -121,60 +122,34 @@ class LiteLLMGuard:
         max_conversations: int = DEFAULT_MAX_CONVERSATIONS,
         ttl_seconds: float | None = DEFAULT_TTL_SECONDS,
     ) -> None:
-        if manager is not None and not isinstance(manager, ContextWindowManager):
-            raise ConfigurationError(
-                f"manager must be a ContextWindowManager, got {type(manager).__name__}"
-            )
-        _check_model_info(model_info)
-        self.model_info = model_info
-        self.safety = safety
-        self.pruning: PruningPolicy = pruning
-        self.strict = strict
-        self.sinks = tuple(sinks)
-        for sink in self.sinks:
-            if not callable(sink):
-                raise ConfigurationError(f"every sink must be callable, got {sink!r}")
-        self.manager = manager
-        self.max_conversations = max_conversations
-        self.ttl_seconds = ttl_seconds
+        self.options = ManagerOptions(
+            caller="LiteLLMGuard()",
+            manager=manager,
+            model_info=model_info,
+            safety=safety,
+            pruning=pruning,
+            strict=strict,
+            max_conversations=max_conversations,
+            ttl_seconds=ttl_seconds,
+        )
+        self.sinks = as_sinks(sinks)
         self._stores: dict[tuple[str, ModelInfo | None], ConversationStore] = {}
         self._sends: dict[str, int] = {}
         self._lock = threading.Lock()
         self.last_fit: Fit | None = None
         """The most recent fit this guard made."""
-        # Fail now, not on the first request, when an option is unusable.
-        ConversationStore(
-            self._make("", model_info), max_conversations=max_conversations, ttl_seconds=ttl_seconds
-        ).get("options")
 
     # -- fitting -------------------------------------------------------------------------
-
-    def _make(self, model: str, info: ModelInfo | None) -> Any:
-        if self.manager is not None:
-            return self.manager.copy
-
-        def make() -> ContextWindowManager:
-            return ContextWindowManager(
-                model or None,
-                model_info=info,
-                safety=self.safety,
-                pruning=self.pruning,
-                strict=self.strict,
-            )
-
-        return make
 
     def _conversation(
         self, model: str, info: ModelInfo | None, messages: Sequence[object]
     ) -> Conversation:
-        info = info or self.model_info
+        info = info or self.options.model_info
         with self._lock:
             store = self._stores.get((model, info))
             if store is None:
-                store = self._stores[(model, info)] = ConversationStore(
-                    self._make(model, info),
-                    max_conversations=self.max_conversations,
-                    ttl_seconds=self.ttl_seconds,
+                store = self._stores[(model, info)] = self.options.store(
+                    lambda: self.options.make(model, info)
                 )
         return store.get(head_key(messages, model=model))
 

@@ -75,16 +75,16 @@ from .._conversations import (
     DEFAULT_TTL_SECONDS,
     Conversation,
     ConversationStore,
+    ManagerOptions,
     head_key,
 )
-from ..accounting.remote import RemoteCountError
 from ..catalog import ModelInfo
 from ..estimate import prompt_tokens_from_usage
 from ..exceptions import ConfigurationError, ContextTruncatedError, InvalidTranscriptError
 from ..gauge import ContextGauge
 from ..manager import ContextWindowManager, Fit
-from ..prune import POLICIES, PruningPolicy
-from ..sinks import Sink, emit
+from ..prune import PruningPolicy
+from ..sinks import Sink, as_sinks, emit
 
 __all__ = ["ContextWindowFilter", "ContextWindowHooks", "call_model_input_filter"]
 
@@ -114,55 +114,22 @@ class ContextWindowFilter:
         max_conversations: int,
         ttl_seconds: float | None,
     ) -> None:
-        if manager is not None:
-            if not isinstance(manager, ContextWindowManager):
-                raise ConfigurationError(
-                    f"manager must be a windowguard.ContextWindowManager, got {manager!r}"
-                )
-            clash = [
-                name
-                for name, value in (
-                    ("model_info", model_info),
-                    ("safety", safety),
-                    ("pruning", pruning),
-                    ("strict", strict),
-                )
-                if value is not None
-            ]
-            if clash:
-                raise ConfigurationError(
-                    f"pass {', '.join(clash)} to the ContextWindowManager given as manager=, "
-                    "not to call_model_input_filter() as well"
-                )
+        self.options = ManagerOptions(
+            caller="call_model_input_filter()",
+            manager=manager,
+            model_info=model_info,
+            safety=safety,
+            pruning=pruning,
+            strict=strict,
+            max_conversations=max_conversations,
+            ttl_seconds=ttl_seconds,
+        )
         if model is not None and (not isinstance(model, str) or not model):
             raise ConfigurationError(f"model must be a model name, got {model!r}")
-        if model_info is not None and not isinstance(model_info, ModelInfo):
-            raise ConfigurationError(
-                f"model_info must be a windowguard ModelInfo, got {type(model_info).__name__}"
-            )
-        if safety is not None and (
-            not isinstance(safety, int) or isinstance(safety, bool) or safety < 0
-        ):
-            raise ConfigurationError(f"safety must be a non-negative int, got {safety!r}")
-        if pruning is not None and pruning not in POLICIES:
-            raise ConfigurationError(f"pruning must be one of {POLICIES}, got {pruning!r}")
-        if strict is not None and not isinstance(strict, bool):
-            raise ConfigurationError(f"strict must be True or False, got {strict!r}")
         _check_max_tokens(max_tokens, "max_tokens")
         self.model = model
-        self.model_info = model_info
-        self.safety = safety
-        self.pruning = pruning
-        self.strict = strict
-        self.template = manager
         self.max_tokens = max_tokens
-        self.sinks: tuple[Sink, ...] = _sinks(sinks)
-        self.max_conversations = max_conversations
-        self.ttl_seconds = ttl_seconds
-        # A store checks these; make one now so a bad value fails here, not mid-run.
-        ConversationStore(
-            ContextWindowManager, max_conversations=max_conversations, ttl_seconds=ttl_seconds
-        )
+        self.sinks: tuple[Sink, ...] = as_sinks(sinks)
         self._lock = threading.Lock()
         self._stores: dict[str, ConversationStore] = {}
         # Per conversation (by its manager): the instructions item it is fitted with, and
@@ -239,35 +206,7 @@ class ContextWindowFilter:
         requested: int | None,
     ) -> Fit:
         """The conversation's fit, with any remote count awaited (never blocking)."""
-        manager = conversation.manager
-        with conversation.lock:
-            last_usage = conversation.begin()
-            steps = manager.fit_steps(
-                request,
-                tools=tools,
-                max_tokens=requested,
-                last_usage=last_usage,
-                format=_FORMAT,
-            )
-        try:
-            query = next(steps)
-            while True:
-                remote = manager.remote
-                answer: int | BaseException
-                if remote is None:
-                    answer = RemoteCountError("no remote counter")
-                else:
-                    try:
-                        answer = int(await remote.acount(query))
-                    except Exception as exc:  # a counter must never break a call
-                        answer = exc
-                query = steps.send(answer)
-        except StopIteration as done:
-            fit: Fit = done.value
-            return fit
-        except BaseException:
-            conversation.record(None)  # nothing was sent
-            raise
+        return await conversation.afit(request, tools=tools, max_tokens=requested, format=_FORMAT)
 
     # -- conversations --------------------------------------------------------------------
 
@@ -307,25 +246,9 @@ class ContextWindowFilter:
         with self._lock:
             store = self._stores.get(model)
             if store is None:
-                store = ConversationStore(
-                    lambda: self._new_manager(model),
-                    max_conversations=self.max_conversations,
-                    ttl_seconds=self.ttl_seconds,
-                )
+                store = self.options.store(lambda: self.options.make(model))
                 self._stores[model] = store
             return store
-
-    def _new_manager(self, model: str) -> ContextWindowManager:
-        if self.template is not None:
-            return self.template.copy()
-        options: dict[str, Any] = {}
-        if self.safety is not None:
-            options["safety"] = self.safety
-        if self.pruning is not None:
-            options["pruning"] = self.pruning
-        return ContextWindowManager(
-            model, model_info=self.model_info, strict=bool(self.strict), **options
-        )
 
     def _instructions_item(
         self, conversation: Conversation, instructions: str | None
@@ -474,16 +397,6 @@ def call_model_input_filter(
 def _check_max_tokens(value: object, name: str) -> None:
     if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
         raise ConfigurationError(f"{name} must be a positive int or None, got {value!r}")
-
-
-def _sinks(sinks: Sink | Iterable[Sink] | None) -> tuple[Sink, ...]:
-    if sinks is None:
-        return ()
-    found: tuple[Sink, ...] = (sinks,) if callable(sinks) else tuple(sinks)
-    for sink in found:
-        if not callable(sink):
-            raise ConfigurationError(f"every sink must be callable, got {sink!r}")
-    return found
 
 
 def _tool_schemas(agent: Agent[Any]) -> list[dict[str, Any]] | None:

@@ -58,6 +58,7 @@ from .._conversations import (
     DEFAULT_TTL_SECONDS,
     Conversation,
     ConversationStore,
+    ManagerOptions,
     head_key,
 )
 from ..catalog import ModelInfo
@@ -66,7 +67,7 @@ from ..failures import FailureKind, classify_failure
 from ..manager import ContextWindowManager, Fit
 from ..prune import PruningPolicy
 from ..shrink import DEFAULT_SAFETY_BUFFER
-from ..sinks import Sink, emit
+from ..sinks import Sink, as_sinks, emit
 
 __all__ = ["WindowGuard", "history_processor", "to_openai_chat"]
 
@@ -259,57 +260,17 @@ def _kept(
 class _Fitter:
     """What both hooks share: configuration and the conversations."""
 
-    model_info: ModelInfo | None
-    safety: int
-    pruning: PruningPolicy
-    strict: bool
-    sinks: Sequence[Sink]
-    manager: ContextWindowManager | None
-    max_conversations: int
-    ttl_seconds: float | None
+    options: ManagerOptions
+    sinks: tuple[Sink, ...]
     _stores: dict[str, ConversationStore] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if self.manager is not None and not isinstance(self.manager, ContextWindowManager):
-            raise ConfigurationError(
-                f"manager must be a ContextWindowManager, got {type(self.manager).__name__}"
-            )
-        if self.model_info is not None and not isinstance(self.model_info, ModelInfo):
-            raise ConfigurationError(
-                f"model_info must be a windowguard ModelInfo, got {type(self.model_info).__name__}"
-            )
-        self.sinks = tuple(self.sinks)
-        for sink in self.sinks:
-            if not callable(sink):
-                raise ConfigurationError(f"every sink must be callable, got {sink!r}")
-        # Fail at construction, not on the first request, when an option is unusable.
-        self._factory("")()
-
-    def _factory(self, model_name: str) -> Callable[[], ContextWindowManager]:
-        if self.manager is not None:
-            return self.manager.copy
-        info, safety, pruning, strict = self.model_info, self.safety, self.pruning, self.strict
-
-        def make() -> ContextWindowManager:
-            return ContextWindowManager(
-                model_name or None,
-                model_info=info,
-                safety=safety,
-                pruning=pruning,
-                strict=strict,
-            )
-
-        return make
 
     def conversation(
         self, model_name: str, dicts: Sequence[Mapping[str, Any]], conversation_id: str | None
     ) -> Conversation:
         store = self._stores.get(model_name)
         if store is None:
-            store = self._stores[model_name] = ConversationStore(
-                self._factory(model_name),
-                max_conversations=self.max_conversations,
-                ttl_seconds=self.ttl_seconds,
+            store = self._stores[model_name] = self.options.store(
+                lambda: self.options.make(model_name)
             )
         key = head_key(dicts, model=model_name, extra=[conversation_id])
         return store.get(key)
@@ -367,8 +328,8 @@ class WindowGuard(AbstractCapability[Any]):
         strict: raise :class:`~windowguard.InvalidTranscriptError` on damaged history.
         sinks: callables given every event (``context_estimate``, ``transcript_pruned``,
             ``max_tokens_shrunk``, ``usage_measured`` ...).
-        manager: a configured manager to copy for each conversation (overrides the
-            options above).
+        manager: a configured manager to copy for each conversation (then leave the
+            options above at their defaults: the manager carries its own).
         max_conversations: conversations remembered (least recently used forgotten).
         ttl_seconds: a conversation idle this long is forgotten.
 
@@ -389,16 +350,17 @@ class WindowGuard(AbstractCapability[Any]):
         ttl_seconds: float | None = DEFAULT_TTL_SECONDS,
     ) -> None:
         super().__init__()
-        self._fitter = _Fitter(
+        options = ManagerOptions(
+            caller="WindowGuard()",
+            manager=manager,
             model_info=model_info,
             safety=safety,
             pruning=pruning,
             strict=strict,
-            sinks=tuple(sinks),
-            manager=manager,
             max_conversations=max_conversations,
             ttl_seconds=ttl_seconds,
         )
+        self._fitter = _Fitter(options, as_sinks(sinks))
         self._conversation: Conversation | None = None
         self.last_fit: Fit | None = None
         """The most recent fit this instance made (per run: see :meth:`for_run`)."""
@@ -521,16 +483,17 @@ def history_processor(
     Raises:
         ConfigurationError: an unusable option.
     """
-    fitter = _Fitter(
+    options = ManagerOptions(
+        caller="history_processor()",
+        manager=manager,
         model_info=model_info,
         safety=safety,
         pruning=pruning,
         strict=strict,
-        sinks=tuple(sinks),
-        manager=manager,
         max_conversations=max_conversations,
         ttl_seconds=ttl_seconds,
     )
+    fitter = _Fitter(options, as_sinks(sinks))
     if model is not None and not isinstance(model, str):
         raise ConfigurationError(f"model must be a model name string, got {model!r}")
     last_sent: OrderedDict[str, ModelMessage] = OrderedDict()
@@ -561,7 +524,7 @@ def history_processor(
             if kept:
                 last_sent[conversation.key] = kept[-1]
                 last_sent.move_to_end(conversation.key)
-                while len(last_sent) > fitter.max_conversations:
+                while len(last_sent) > fitter.options.max_conversations:
                     last_sent.popitem(last=False)
         return kept
 
