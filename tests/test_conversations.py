@@ -126,6 +126,69 @@ def test_a_refused_afit_of_a_new_conversation_starts_it_over() -> None:
     assert conversation.begin() is None
 
 
+class _Refused(Exception):
+    """A provider's 400 as the SDKs raise it (status and body), for classify_failure."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.status_code = 400
+        self.body = {"message": message, "code": "context_length_exceeded"}
+
+
+_EXACT = (
+    "This model's maximum context length is 8192 tokens. However, your messages resulted "
+    "in 20 tokens. Please reduce the length of the messages."
+)
+_AT_LEAST = (
+    "This model's maximum context length is 8192 tokens. However, you requested 1000 output "
+    "tokens and your prompt contains at least 7500 input tokens, for a total of at least "
+    "8500 tokens. Please reduce the length of the input prompt or the number of requested "
+    "output tokens."
+)
+
+
+def _sent_once() -> Any:
+    conversation = ConversationStore(
+        lambda: wg.ContextWindowManager(model_info=wg.ModelInfo(context_window=16_384))
+    ).get("k")
+    conversation.fit(_chat("task"), max_tokens=100)
+    return conversation
+
+
+def _measured(conversation: Any) -> list[int]:
+    fit = conversation.fit(_chat("task", {"role": "assistant", "content": "ok"}), max_tokens=100)
+    return [e.total_tokens for e in fit.events if isinstance(e, wg.UsageMeasured)]
+
+
+def test_an_overflow_refusal_teaches_the_window_and_the_exact_prompt_count() -> None:
+    conversation = _sent_once()
+    conversation.failed(_Refused(_EXACT))
+    assert conversation.manager.context_window == 8_192
+    assert _measured(conversation) == [20]
+
+
+def test_an_at_least_prompt_count_is_never_taken_as_exact() -> None:
+    conversation = _sent_once()
+    conversation.failed(_Refused(_AT_LEAST))
+    assert conversation.manager.context_window == 8_192
+    assert _measured(conversation) == []
+
+
+def test_a_refusal_of_an_older_send_teaches_only_the_window() -> None:
+    conversation = _sent_once()
+    conversation.record({"prompt_tokens": 30})
+    conversation.failed(_Refused(_EXACT), latest=False)
+    assert conversation.manager.context_window == 8_192
+    assert _measured(conversation) == [30]  # the latest send's usage, not the refusal's
+
+
+def test_any_other_failure_only_clears_the_usage() -> None:
+    conversation = _sent_once()
+    conversation.failed(ConnectionError("reset by peer"))
+    assert conversation.manager.context_window == 16_384
+    assert conversation.begin() is wg.NO_USAGE
+
+
 # -- ManagerOptions -----------------------------------------------------------------------
 
 

@@ -30,6 +30,9 @@ Invariants:
   are awaited, never blocking the event loop.
 - A fit that raises sends nothing: the next fit says ``NO_USAGE``, or, when the
   conversation never sent, starts the run over (``last_usage=None``).
+- A provider's overflow refusal (:meth:`Conversation.failed`) gives the manager the
+  window it stated, and its prompt count only when exact (never an "at least" count)
+  and only for the conversation's latest send.
 - :class:`ManagerOptions` are valid once made: a bad option raises
   :class:`~windowguard.ConfigurationError` naming the option, the value and the caller,
   before any conversation exists. ``manager=`` excludes ``model_info``, ``safety``,
@@ -56,6 +59,7 @@ from .accounting.remote import RemoteCountError
 from .catalog import ModelInfo
 from .estimate import NO_USAGE
 from .exceptions import ConfigurationError
+from .failures import FailureKind, classify_failure
 from .manager import ContextWindowManager, Fit
 from .prune import POLICIES, PruningPolicy
 from .shrink import DEFAULT_SAFETY_BUFFER
@@ -69,8 +73,8 @@ _NOT_SENT: Final = object()
 class Conversation:
     """One conversation's manager and the usage of its previous send.
 
-    Use :meth:`fit` before a send, then :meth:`record` with the provider's usage (or
-    None when the send failed or reported none).
+    Use :meth:`fit` (or :meth:`afit`) before a send, then :meth:`record` with the
+    provider's usage (None when it reported none), or :meth:`failed` when it raised.
     """
 
     __slots__ = ("_previous", "key", "lock", "manager", "touched")
@@ -152,6 +156,31 @@ class Conversation:
         """The provider's usage for the request just fitted (None: none came back)."""
         with self.lock:
             self._previous = NO_USAGE if usage is None else usage
+
+    def failed(self, error: BaseException, *, latest: bool = True) -> None:
+        """A send of this conversation raised: no usage came back, and a provider's
+        overflow refusal teaches the manager what it stated.
+
+        Args:
+            error: what the send raised.
+            latest: whether that send is still the conversation's latest fitted one.
+                When not, its usage slot and prompt count belong to an older request:
+                only the window the provider stated is learnt.
+        """
+        with self.lock:
+            if latest:
+                self._previous = NO_USAGE
+            try:
+                failure = classify_failure(error)
+            except Exception:  # not something a provider said
+                return
+            if failure.kind is not FailureKind.CONTEXT_OVERFLOW:
+                return
+            # observe_overflow takes an exact count only: "at least N" would mis-measure.
+            exact = latest and not failure.prompt_tokens_is_lower_bound
+            self.manager.observe_overflow(
+                failure.prompt_tokens if exact else None, failure.context_window
+            )
 
 
 class ConversationStore:

@@ -40,7 +40,6 @@ from ..catalog import ModelInfo
 from ..estimate import prompt_tokens_from_usage
 from ..events import Event
 from ..exceptions import ConfigurationError
-from ..failures import FailureKind, classify_failure
 from ..gauge import ContextGauge
 from ..manager import ContextWindowManager, Fit
 from ..providers._common import CounterSource, ModelInfoSource, is_default_host
@@ -341,16 +340,7 @@ class Send:
         conversation = self.conversation
         with conversation.lock:
             latest = self._guard.is_latest(conversation, self._number)
-            if latest:
-                conversation.record(None)
-            try:
-                failure = classify_failure(error)
-            except Exception:  # not something a provider said
-                return
-            if failure.kind is not FailureKind.CONTEXT_OVERFLOW:
-                return
-            exact = failure.prompt_tokens if not failure.prompt_tokens_is_lower_bound else None
-            conversation.manager.observe_overflow(exact if latest else None, failure.context_window)
+            conversation.failed(error, latest=latest)
 
 
 def _endpoint(client: Any) -> tuple[str, str | None]:

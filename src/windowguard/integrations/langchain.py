@@ -68,7 +68,6 @@ from .._conversations import (
 )
 from ..catalog import ModelInfo
 from ..exceptions import ConfigurationError
-from ..failures import FailureKind, classify_failure
 from ..gauge import ContextGauge
 from ..manager import ContextWindowManager, Fit
 from ..prune import PruningPolicy
@@ -230,18 +229,6 @@ class _Fitter:
             for event in gauge.observe(tokens):
                 emit(event, self.sinks)
 
-    def failed(self, conversation: Conversation, error: BaseException) -> None:
-        """Learn from a failed send: an overflow refusal adjusts the manager."""
-        conversation.record(None)
-        try:
-            failure = classify_failure(error)
-        except Exception:  # an error we cannot read is not evidence of anything
-            return
-        if failure.kind is FailureKind.CONTEXT_OVERFLOW:
-            exact = None if failure.prompt_tokens_is_lower_bound else failure.prompt_tokens
-            with conversation.lock:
-                conversation.manager.observe_overflow(exact, failure.context_window)
-
 
 class ContextWindowMiddleware(AgentMiddleware[AgentState[Any], Any]):
     """Keeps every model call of a LangChain v1 agent inside the model's window.
@@ -337,7 +324,7 @@ class ContextWindowMiddleware(AgentMiddleware[AgentState[Any], Any]):
         try:
             response = handler(fitted)
         except BaseException as exc:
-            self._fitter.failed(conversation, exc)
+            conversation.failed(exc)
             raise
         self._fitter.received(conversation, response)
         return response
@@ -357,7 +344,7 @@ class ContextWindowMiddleware(AgentMiddleware[AgentState[Any], Any]):
         try:
             response = await handler(fitted)
         except BaseException as exc:
-            self._fitter.failed(conversation, exc)
+            conversation.failed(exc)
             raise
         self._fitter.received(conversation, response)
         return response

@@ -59,7 +59,6 @@ from .._conversations import (
 )
 from ..catalog import ModelInfo
 from ..exceptions import ConfigurationError
-from ..failures import FailureKind, classify_failure
 from ..manager import ContextWindowManager, Fit
 from ..prune import PruningPolicy
 from ..shrink import DEFAULT_SAFETY_BUFFER
@@ -217,21 +216,20 @@ class LiteLLMGuard:
         """
         conversation = send.conversation
         with conversation.lock:
-            if self._sends.get(conversation.key) != send.number:
+            if not self._is_latest(send):
                 return False  # a later send was fitted already: this report is stale
             conversation.record(_prompt_tokens(usage))
             return True
 
     def failed(self, send: _Send, error: BaseException) -> None:
         """A send failed: no usage came back; an overflow teaches the manager."""
-        if not self.record(send, None):
-            return
-        failure = classify_failure(error)
-        if failure.kind is FailureKind.CONTEXT_OVERFLOW:
-            with send.conversation.lock:
-                send.conversation.manager.observe_overflow(
-                    failure.prompt_tokens, failure.context_window
-                )
+        conversation = send.conversation
+        with conversation.lock:
+            conversation.failed(error, latest=self._is_latest(send))
+
+    def _is_latest(self, send: _Send) -> bool:
+        with self._lock:
+            return self._sends.get(send.conversation.key) == send.number
 
     def send_of(self, tag: object) -> _Send | None:
         """The send a ``SEND_TAG`` value names, while its conversation is remembered."""
@@ -266,10 +264,7 @@ class LiteLLMGuard:
         except Exception as exc:
             self.failed(send, exc)
             raise
-        if request.get("stream"):
-            return _UsageStream(response, self, send)
-        self.record(send, getattr(response, "usage", None))
-        return response
+        return self._received(request, send, response)
 
     async def acompletion(self, *args: Any, **kwargs: Any) -> Any:
         """``litellm.acompletion`` with the request fitted first; same arguments.
@@ -288,6 +283,11 @@ class LiteLLMGuard:
         except Exception as exc:
             self.failed(send, exc)
             raise
+        return self._received(request, send, response)
+
+    def _received(self, request: Mapping[str, Any], send: _Send, response: Any) -> Any:
+        """LiteLLM's answer to ``send``: a stream, wrapped to feed its usage back when
+        its last chunk comes; a response, whose usage is fed back now."""
         if request.get("stream"):
             return _UsageStream(response, self, send)
         self.record(send, getattr(response, "usage", None))

@@ -63,7 +63,6 @@ from .._conversations import (
 )
 from ..catalog import ModelInfo
 from ..exceptions import ConfigurationError
-from ..failures import FailureKind, classify_failure
 from ..manager import ContextWindowManager, Fit
 from ..prune import PruningPolicy
 from ..shrink import DEFAULT_SAFETY_BUFFER
@@ -434,13 +433,7 @@ class WindowGuard(AbstractCapability[Any]):
         """Record that no usage came back; learn from an overflow refusal; re-raise."""
         conversation, self._conversation = self._conversation, None
         if conversation is not None:
-            conversation.record(None)
-            failure = classify_failure(error)
-            if failure.kind is FailureKind.CONTEXT_OVERFLOW:
-                with conversation.lock:
-                    conversation.manager.observe_overflow(
-                        failure.prompt_tokens, failure.context_window
-                    )
+            conversation.failed(error)
         raise error
 
 
