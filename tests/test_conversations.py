@@ -189,6 +189,22 @@ def test_any_other_failure_only_clears_the_usage() -> None:
     assert conversation.begin() is wg.NO_USAGE
 
 
+def test_only_the_latest_send_is_latest_and_numbers_never_repeat() -> None:
+    store = ConversationStore(_manager, max_conversations=1)
+    conversation = store.get("k")
+    assert conversation.latest_send is None
+    first = conversation.sent()
+    assert conversation.is_latest(first)
+    second = conversation.sent()
+    assert conversation.latest_send == second
+    assert not conversation.is_latest(first) and conversation.is_latest(second)
+    store.get("other")  # "k" is forgotten ...
+    again = store.get("k")  # ... and made anew: an old send's number never matches it
+    assert again is not conversation
+    assert not again.is_latest(second)
+    assert again.sent() not in (first, second)
+
+
 # -- ManagerOptions -----------------------------------------------------------------------
 
 

@@ -30,6 +30,9 @@ Invariants:
   are awaited, never blocking the event loop.
 - A fit that raises sends nothing: the next fit says ``NO_USAGE``, or, when the
   conversation never sent, starts the run over (``last_usage=None``).
+- Usage is fed back only to the send it answers: a caller whose reports can arrive
+  late (a stream read after the next send, a logger callback) numbers each send with
+  :meth:`Conversation.sent` and records only while :meth:`Conversation.is_latest`.
 - A provider's overflow refusal (:meth:`Conversation.failed`) gives the manager the
   window it stated, and its prompt count only when exact (never an "at least" count)
   and only for the conversation's latest send.
@@ -47,6 +50,7 @@ Invariants:
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import threading
 import time
@@ -68,6 +72,7 @@ DEFAULT_MAX_CONVERSATIONS: Final = 1024
 DEFAULT_TTL_SECONDS: Final = 3600.0
 
 _NOT_SENT: Final = object()
+_SEND_NUMBERS: Final = itertools.count(1)
 
 
 class Conversation:
@@ -77,7 +82,7 @@ class Conversation:
     provider's usage (None when it reported none), or :meth:`failed` when it raised.
     """
 
-    __slots__ = ("_previous", "key", "lock", "manager", "touched")
+    __slots__ = ("_latest", "_previous", "key", "lock", "manager", "touched")
 
     def __init__(self, key: str, manager: ContextWindowManager) -> None:
         self.key = key
@@ -85,11 +90,31 @@ class Conversation:
         self.lock = threading.RLock()
         self.touched = time.monotonic()
         self._previous: object = _NOT_SENT
+        self._latest: int | None = None
 
     @property
     def started(self) -> bool:
         """True once a request of this conversation was fitted."""
         return self._previous is not _NOT_SENT
+
+    @property
+    def latest_send(self) -> int | None:
+        """The number :meth:`sent` gave this conversation's latest send (None: none)."""
+        return self._latest
+
+    def sent(self) -> int:
+        """Number a send just fitted, now the conversation's latest. Numbers are unique
+        in the process, so a late report that names an older send, or a forgotten
+        conversation's, never matches the latest (:meth:`is_latest`)."""
+        with self.lock:
+            self._latest = next(_SEND_NUMBERS)
+            return self._latest
+
+    def is_latest(self, send: int) -> bool:
+        """Whether ``send`` (from :meth:`sent`) is still the latest: its usage may be
+        recorded."""
+        with self.lock:
+            return self._latest == send
 
     def begin(self) -> object:
         """The ``last_usage`` for the next fit: None on the first send, then the usage

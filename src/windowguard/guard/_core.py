@@ -30,7 +30,6 @@ Invariants:
 from __future__ import annotations
 
 import threading
-import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final
@@ -127,10 +126,6 @@ class Guard:
         self._lock = threading.Lock()
         self._limits: dict[tuple[str, str], _Limits] = {}
         self._stores: dict[tuple[str, str], ConversationStore] = {}
-        # The number of the latest fitted send, per conversation (by its manager).
-        self._latest: weakref.WeakKeyDictionary[ContextWindowManager, int] = (
-            weakref.WeakKeyDictionary()
-        )
 
     # -- reading a call -----------------------------------------------------------------
 
@@ -242,7 +237,7 @@ class Guard:
                 system=request.system,
                 format=request.api.format,
             )
-            number = self._next_send(conversation)
+            number = conversation.sent()
         return self._fitted(request, conversation, fit, number)
 
     async def afit(self, request: Request, conversation: Conversation) -> Send:
@@ -254,15 +249,7 @@ class Guard:
             system=request.system,
             format=request.api.format,
         )
-        with conversation.lock:
-            number = self._next_send(conversation)
-        return self._fitted(request, conversation, fit, number)
-
-    def _next_send(self, conversation: Conversation) -> int:
-        with self._lock:
-            number = self._latest.get(conversation.manager, 0) + 1
-            self._latest[conversation.manager] = number
-            return number
+        return self._fitted(request, conversation, fit, conversation.sent())
 
     def _fitted(self, request: Request, conversation: Conversation, fit: Fit, number: int) -> Send:
         for event in fit.events:
@@ -275,11 +262,6 @@ class Guard:
             number=number,
             kwargs=fitted_kwargs(request, fit),
         )
-
-    def is_latest(self, conversation: Conversation, number: int) -> bool:
-        """Whether send ``number`` is still the conversation's latest fitted send."""
-        with self._lock:
-            return self._latest.get(conversation.manager) == number
 
     def emit(self, event: Event) -> None:
         """Give an event to the sinks."""
@@ -324,7 +306,7 @@ class Send:
         """Feed a reported usage back to the conversation, and measure the pressure."""
         conversation = self.conversation
         with conversation.lock:
-            if not self._guard.is_latest(conversation, self._number):
+            if not conversation.is_latest(self._number):
                 return  # a later send was fitted since: this report would mis-measure it
             try:
                 reported = prompt_tokens_from_usage(usage)
@@ -339,8 +321,7 @@ class Send:
         """The send raised: learn from an overflow refusal; no usage came back."""
         conversation = self.conversation
         with conversation.lock:
-            latest = self._guard.is_latest(conversation, self._number)
-            conversation.failed(error, latest=latest)
+            conversation.failed(error, latest=conversation.is_latest(self._number))
 
 
 def _endpoint(client: Any) -> tuple[str, str | None]:

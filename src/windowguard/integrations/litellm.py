@@ -22,10 +22,11 @@ Invariants:
   the newest turn are always kept, an assistant's tool calls travel with their results,
   and a request that cannot fit raises :class:`~windowguard.ContextTruncatedError`
   before LiteLLM is called.
-- Usage is fed back only to the request it answers: each fitted send gets a sequence
-  number per conversation, and a report (from the response, the stream's last chunk or
-  a logger callback, which LiteLLM may run after the next send began) is recorded only
-  while its send is still the conversation's latest. A send that failed or reported no
+- Usage is fed back only to the request it answers: each fitted send gets a number
+  unique in the process (:meth:`~windowguard._conversations.Conversation.sent`), and a
+  report (from the response, the stream's last chunk or a logger callback, which
+  LiteLLM may run after the next send began) is recorded only while its send is still
+  the conversation's latest. A send that failed or reported no
   usage is followed by ``NO_USAGE``; an overflow refusal teaches the manager the
   provider's numbers.
 - The window comes from ``model_info=`` (a :class:`~windowguard.ModelInfo`), else the
@@ -133,7 +134,6 @@ class LiteLLMGuard:
         )
         self.sinks = as_sinks(sinks)
         self._stores: dict[tuple[str, ModelInfo | None], ConversationStore] = {}
-        self._sends: dict[str, int] = {}
         self._lock = threading.Lock()
         self.last_fit: Fit | None = None
         """The most recent fit this guard made."""
@@ -192,8 +192,7 @@ class LiteLLMGuard:
                 max_tokens=request.get(budget_key),
                 format="openai_chat",
             )
-            with self._lock:
-                number = self._sends[conversation.key] = self._sends.get(conversation.key, 0) + 1
+            number = conversation.sent()
         for event in fit.events:
             emit(event, self.sinks)
         request["messages"] = fit.messages
@@ -216,7 +215,7 @@ class LiteLLMGuard:
         """
         conversation = send.conversation
         with conversation.lock:
-            if not self._is_latest(send):
+            if not conversation.is_latest(send.number):
                 return False  # a later send was fitted already: this report is stale
             conversation.record(_prompt_tokens(usage))
             return True
@@ -225,11 +224,7 @@ class LiteLLMGuard:
         """A send failed: no usage came back; an overflow teaches the manager."""
         conversation = send.conversation
         with conversation.lock:
-            conversation.failed(error, latest=self._is_latest(send))
-
-    def _is_latest(self, send: _Send) -> bool:
-        with self._lock:
-            return self._sends.get(send.conversation.key) == send.number
+            conversation.failed(error, latest=conversation.is_latest(send.number))
 
     def send_of(self, tag: object) -> _Send | None:
         """The send a ``SEND_TAG`` value names, while its conversation is remembered."""

@@ -34,7 +34,7 @@ Invariants:
   ``max_tokens=``, else the agent's ``ModelSettings.max_tokens``) is kept free beside
   the fitted input, and a call whose input cannot leave that much room raises
   ``ContextTruncatedError`` rather than being sent to be refused.
-- Usage is fed back only to the send the conversation fitted last (a marker per fit,
+- Usage is fed back only to the send the conversation fitted last (a send number per fit,
   checked in ``on_llm_end``); a call that failed reports nothing, so the next fit says
   ``NO_USAGE``.
 - Per-conversation state lives in a :class:`~windowguard._conversations.ConversationStore`
@@ -132,14 +132,10 @@ class ContextWindowFilter:
         self.sinks: tuple[Sink, ...] = as_sinks(sinks)
         self._lock = threading.Lock()
         self._stores: dict[str, ConversationStore] = {}
-        # Per conversation (by its manager): the instructions item it is fitted with, and
-        # the marker of its latest fitted send.
+        # Per conversation (by its manager): the instructions item it is fitted with.
         self._instructions: weakref.WeakKeyDictionary[
             ContextWindowManager, tuple[str, dict[str, str]]
         ] = weakref.WeakKeyDictionary()
-        self._latest: weakref.WeakKeyDictionary[ContextWindowManager, object] = (
-            weakref.WeakKeyDictionary()
-        )
         self.hooks = ContextWindowHooks(self)
 
     # -- the filter ---------------------------------------------------------------------
@@ -178,8 +174,7 @@ class ContextWindowFilter:
         lead = self._instructions_item(conversation, instructions)
         request: list[object] = [lead, *items] if lead is not None else list(items)
         fit = await self._fit(conversation, request, _tool_schemas(agent), requested)
-        with conversation.lock:
-            self._latest[conversation.manager] = object()
+        conversation.sent()
         for event in fit.events:
             self.emit(event)
         if requested is not None and fit.max_tokens < requested:
@@ -267,8 +262,7 @@ class ContextWindowFilter:
 
     def latest_marker(self, conversation: Conversation) -> object:
         """The marker of the conversation's latest fitted send (None before any)."""
-        with conversation.lock:
-            return self._latest.get(conversation.manager)
+        return conversation.latest_send
 
     def emit(self, event: Any) -> None:
         """Give an event to the sinks."""
@@ -321,7 +315,7 @@ class ContextWindowHooks(RunHooks[Any]):
         conversation, marker = pending
         input_tokens = _input_tokens(response)
         with conversation.lock:
-            if marker is None or self._guard.latest_marker(conversation) is not marker:
+            if marker is None or self._guard.latest_marker(conversation) != marker:
                 return  # a later call of this conversation was fitted since
             conversation.record(None if input_tokens is None else {"input_tokens": input_tokens})
             window = conversation.manager.context_window
