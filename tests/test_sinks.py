@@ -23,10 +23,12 @@ from windowguard.events import (
     ContextEstimate,
     ContextPressure,
     Event,
+    GuardPassthrough,
     MaxTokensShrunk,
     ModelCall,
     PressureThresholdCrossed,
     ProviderErrorEvent,
+    ProxyRefused,
     RemoteCounted,
     RemoteCountFailed,
     RetryScheduled,
@@ -144,6 +146,17 @@ def one_of_each() -> list[Event]:
             status=429,
             message="Rate limit reached",
             decision="retry",
+        ),
+        GuardPassthrough(
+            api="responses", model="gpt-4o", reason="previous_response_id= is server-side"
+        ),
+        ProxyRefused(
+            api="chat",
+            code="context_truncated",
+            message="head + newest turn need 9,100 tokens; the window is 8,192",
+            estimated_tokens=9_100,
+            budget=7_180,
+            context_window=8_192,
         ),
         RetryScheduled(run_id="r1", step=2, attempt=1, delay_seconds=1.5, reason="rate_limited"),
         RunFinished(

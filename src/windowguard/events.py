@@ -23,10 +23,12 @@ __all__ = [
     "ContextEstimate",
     "ContextPressure",
     "Event",
+    "GuardPassthrough",
     "MaxTokensShrunk",
     "ModelCall",
     "PressureThresholdCrossed",
     "ProviderErrorEvent",
+    "ProxyRefused",
     "RemoteCountFailed",
     "RemoteCounted",
     "RetryScheduled",
@@ -311,3 +313,34 @@ class RunFinished(Event):
     model_calls: int
     input_tokens: int
     output_tokens: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GuardPassthrough(Event):
+    """A guarded call (``wg.guard``, the proxy) was sent unchanged: it could not be fitted.
+
+    ``reason`` names why (Responses ``previous_response_id`` / ``conversation``: the
+    server prepends context nobody here can see or drop).
+    """
+
+    kind: ClassVar[str] = "guard_passthrough"
+    api: str
+    model: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProxyRefused(Event):
+    """The proxy answered a request itself, without contacting the upstream.
+
+    ``code`` is ``context_truncated`` (head + newest turn cannot fit) or
+    ``invalid_request`` (bad input); the numbers are set for the former.
+    """
+
+    kind: ClassVar[str] = "proxy_refused"
+    api: str
+    code: str
+    message: str
+    estimated_tokens: int | None = None
+    budget: int | None = None
+    context_window: int | None = None

@@ -31,13 +31,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, ClassVar, Final
+from typing import Any, Final
 
 from .._conversations import Conversation, ConversationStore, ManagerOptions, head_key
 from ..catalog import ModelInfo
 from ..estimate import prompt_tokens_from_usage
-from ..events import Event
+from ..events import Event, GuardPassthrough
 from ..exceptions import ConfigurationError
 from ..gauge import ContextGauge
 from ..manager import ContextWindowManager, Fit
@@ -49,20 +48,6 @@ from ._apis import Api, Request, fitted_kwargs, parse, server_state
 __all__ = ["Guard", "GuardPassthrough", "Send"]
 
 _VENDOR_HOSTS: Final = {"openai": "api.openai.com", "anthropic": "api.anthropic.com"}
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class GuardPassthrough(Event):
-    """A guarded call was sent unchanged: the guard could not fit it.
-
-    ``reason`` names why (Responses ``previous_response_id`` / ``conversation``: the
-    server prepends context the guard cannot see or drop).
-    """
-
-    kind: ClassVar[str] = "guard_passthrough"
-    api: str
-    model: str
-    reason: str
 
 
 class _Limits:

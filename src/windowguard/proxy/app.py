@@ -40,7 +40,7 @@ import time
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, ClassVar, Final
+from typing import Any, Final
 
 import anyio.to_thread
 import httpx2
@@ -49,7 +49,7 @@ from starlette.requests import Request as HttpRequest
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from ..events import Event, ProviderErrorEvent
+from ..events import Event, ProviderErrorEvent, ProxyRefused
 from ..exceptions import ContextTruncatedError, WindowGuardError
 from ..failures import Failure, FailureKind, classify_failure
 from ..guard._apis import ANTHROPIC_MESSAGES, CHAT, RESPONSES, Api
@@ -65,23 +65,6 @@ __all__ = ["ProxyRefused", "create_app"]
 logger = logging.getLogger("windowguard.proxy")
 
 _READ_CHUNK: Final = 64 * 1024
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ProxyRefused(Event):
-    """The proxy answered a request itself, without contacting the upstream.
-
-    ``code`` is ``context_truncated`` (head + newest turn cannot fit) or
-    ``invalid_request`` (bad input); the numbers are set for the former.
-    """
-
-    kind: ClassVar[str] = "proxy_refused"
-    api: str
-    code: str
-    message: str
-    estimated_tokens: int | None = None
-    budget: int | None = None
-    context_window: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
