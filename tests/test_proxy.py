@@ -684,3 +684,29 @@ def test_events_reach_opentelemetry() -> None:
         for metric in sm.metrics
     }
     assert "windowguard.context.pressure" in names
+
+
+@pytest.mark.parametrize(("ttl", "remembered"), [(60.0, True), (0.2, False)])
+def test_a_conversation_idle_past_the_ttl_starts_over(ttl: float, remembered: bool) -> None:
+    events: list[Any] = []
+    messages: list[Any] = [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": TASK},
+    ]
+    with (
+        Emulator(flavor="vllm", context_window=16_384) as emu,
+        proxy_for(emu, sinks=[events.append], ttl_seconds=ttl) as proxy,
+        openai.OpenAI(base_url=proxy.base_url, api_key="k", max_retries=0) as client,
+    ):
+        reply = client.chat.completions.create(**chat(messages, max_tokens=64))
+        messages += [
+            {"role": "assistant", "content": reply.choices[0].message.content},
+            {"role": "user", "content": "and then?"},
+        ]
+        time.sleep(0.5)
+        del events[:]
+        client.chat.completions.create(**chat(messages, max_tokens=64))
+    measured = [e for e in events if e.kind == "usage_measured"]
+    # A remembered conversation attributes the first reply's usage; a forgotten one
+    # starts a new run, with nothing to attribute.
+    assert bool(measured) is remembered

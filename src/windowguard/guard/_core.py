@@ -33,7 +33,13 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from .._conversations import Conversation, ConversationStore, ManagerOptions, head_key
+from .._conversations import (
+    DEFAULT_TTL_SECONDS,
+    Conversation,
+    ConversationStore,
+    ManagerOptions,
+    head_key,
+)
 from ..catalog import ModelInfo
 from ..estimate import prompt_tokens_from_usage
 from ..events import Event, GuardPassthrough
@@ -42,6 +48,7 @@ from ..gauge import ContextGauge
 from ..manager import ContextWindowManager, Fit
 from ..providers._common import CounterSource, ModelInfoSource, is_default_host
 from ..prune import PruningPolicy
+from ..retry import REACTIVE_SAFETY_TOKENS
 from ..sinks import Sink, as_sinks, emit
 from ._apis import Api, Request, fitted_kwargs, parse, server_state
 
@@ -77,6 +84,7 @@ class Guard:
         discover: ask the endpoint for its window and count API (None: unless it is the
             vendor's own host).
         discovery_timeout: seconds for each discovery.
+        ttl_seconds: a conversation idle this long is forgotten (None: never).
     """
 
     def __init__(
@@ -92,6 +100,7 @@ class Guard:
         max_conversations: int,
         discover: bool | None,
         discovery_timeout: float,
+        ttl_seconds: float | None = DEFAULT_TTL_SECONDS,
     ) -> None:
         self.options = ManagerOptions(
             caller="guard()",
@@ -101,6 +110,7 @@ class Guard:
             pruning=pruning,
             strict=strict,
             max_conversations=max_conversations,
+            ttl_seconds=ttl_seconds,
         )
         if discover is not None and not isinstance(discover, bool):
             raise ConfigurationError(f"discover must be True, False or None, got {discover!r}")
@@ -247,6 +257,33 @@ class Guard:
             number=number,
             kwargs=fitted_kwargs(request, fit),
         )
+
+    def refit(self, send: Send) -> None:
+        """Fit ``send``'s request again, after the provider refused it as too long.
+
+        ``send.failed`` must have been given the refusal first (the manager observed
+        the overflow: a smaller window it stated, an exact count it gave). The refit
+        uses the reactive safety margin (:data:`~windowguard.retry.REACTIVE_SAFETY_TOKENS`);
+        ``send.fit`` and ``send.kwargs`` become the refit's, and the usage that comes back
+        is still fed to the same send.
+
+        Raises:
+            ContextTruncatedError: the request cannot fit even so; nothing may be sent.
+        """
+        request, conversation = send.request, send.conversation
+        with conversation.lock:
+            fit = conversation.fit(
+                request.messages,
+                tools=request.tools,
+                max_tokens=request.requested,
+                system=request.system,
+                format=request.api.format,
+                safety=REACTIVE_SAFETY_TOKENS,
+            )
+        for event in fit.events:
+            self.emit(event)
+        send.fit = fit
+        send.kwargs = fitted_kwargs(request, fit)
 
     def emit(self, event: Event) -> None:
         """Give an event to the sinks."""

@@ -12,36 +12,27 @@ This module is the thin adapter between that core and a server:
 - :class:`ProxyGuards` holds one guard for the OpenAI routes and one for Anthropic's,
   pointed at the upstream (the guard reads an endpoint from a client's ``base_url`` and
   ``api_key``; :class:`_Endpoint` is that, with the proxy's own key or none, never a
-  client's), and gives each conversation store the proxy's idle timeout.
-- :func:`refit` is the reactive refit after an upstream overflow: the guard re-raises
-  overflows to its caller, so it has no refit of its own.
+  client's), with the proxy's idle timeout for conversations. The reactive refit after
+  an upstream overflow is :meth:`Guard.refit`.
 - :class:`UpstreamRefusal` carries an upstream error answer in the attributes an SDK
   status error has, so ``Send.failed`` and ``classify_failure`` read it as they read an
   SDK's.
-
-Invariants: a refit fits the same request again in the same conversation under its
-lock, with :data:`~windowguard.retry.REACTIVE_SAFETY_TOKENS`, after ``Send.failed`` made
-the manager observe the overflow; the usage that comes back is still fed to the same
-send (so a later send of the conversation, fitted meanwhile, is never mis-measured).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 import httpx2
 
-from .._conversations import ConversationStore
 from ..catalog import ModelInfo
 from ..events import Event
-from ..guard._apis import ANTHROPIC_MESSAGES, Api, fitted_kwargs
-from ..guard._core import Guard, Send, _Limits
-from ..retry import REACTIVE_SAFETY_TOKENS
+from ..guard._apis import ANTHROPIC_MESSAGES, Api
+from ..guard._core import Guard
 from ..sinks import Sink
 from .config import ProxyConfig, UpstreamInfo
 
-__all__ = ["ProxyGuards", "UpstreamRefusal", "refit"]
+__all__ = ["ProxyGuards", "UpstreamRefusal"]
 
 
 class UpstreamRefusal(Exception):
@@ -73,19 +64,6 @@ class _Endpoint:
         return f"_Endpoint({self.base_url!r})"
 
 
-class _ProxyGuard(Guard):
-    """A guard whose conversations are also forgotten after ``ttl_seconds`` idle."""
-
-    def __init__(self, *, ttl_seconds: float | None, **options: Any) -> None:
-        super().__init__(**options)
-        self.ttl_seconds = ttl_seconds
-
-    def _store_for(self, base_url: str, model: str, limits: _Limits) -> ConversationStore:
-        store = super()._store_for(base_url, model, limits)
-        store.ttl_seconds = self.ttl_seconds
-        return store
-
-
 class ProxyGuards:
     """The guards of one proxy: OpenAI routes and Anthropic's, sharing the sinks.
 
@@ -99,7 +77,7 @@ class ProxyGuards:
         sinks = tuple(sinks)
         explicit: ModelInfo | None = upstream.explicit
         self._guards = {
-            vendor: _ProxyGuard(
+            vendor: Guard(
                 vendor=vendor,
                 model_info=explicit,
                 safety=config.safety,
@@ -128,28 +106,3 @@ class ProxyGuards:
     def emit(self, event: Event) -> None:
         """Give an event to the sinks."""
         self._guards["openai"].emit(event)
-
-
-def refit(guard: Guard, send: Send) -> None:
-    """Fit ``send``'s request again after the upstream's overflow refusal.
-
-    ``send.failed`` must have been called with the refusal (the manager observed the
-    overflow). ``send.fit`` and ``send.kwargs`` are replaced by the refit's.
-
-    Raises:
-        ContextTruncatedError: the request cannot fit with the reactive margin.
-    """
-    request, conversation = send.request, send.conversation
-    with conversation.lock:
-        fit = conversation.fit(
-            request.messages,
-            tools=request.tools,
-            max_tokens=request.requested,
-            system=request.system,
-            format=request.api.format,
-            safety=REACTIVE_SAFETY_TOKENS,
-        )
-    for event in fit.events:
-        guard.emit(event)
-    send.fit = fit
-    send.kwargs = fitted_kwargs(request, fit)

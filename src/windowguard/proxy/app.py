@@ -55,7 +55,7 @@ from ..failures import Failure, FailureKind, classify_failure
 from ..guard._apis import ANTHROPIC_MESSAGES, CHAT, RESPONSES, Api
 from ..guard._core import Send
 from ..sinks import Sink
-from ._guards import ProxyGuards, UpstreamRefusal, refit
+from ._guards import ProxyGuards, UpstreamRefusal
 from ._wire import SseUsage, error_body, forward_headers, response_headers
 from .config import ProxyConfig, UpstreamInfo
 from .metrics import ProxyMetrics
@@ -254,7 +254,7 @@ class _Proxy:
                 send.failed(UpstreamRefusal(answer, raw))
             if retry and send is not None:
                 try:
-                    await anyio.to_thread.run_sync(refit, self.guards.for_api(route.api), send)
+                    await anyio.to_thread.run_sync(self.guards.for_api(route.api).refit, send)
                 except ContextTruncatedError as exc:
                     return self._refuse(route, exc)
                 self.metrics.inc("refits_total", route.label)
