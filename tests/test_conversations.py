@@ -326,3 +326,10 @@ def test_options_are_frozen_values() -> None:
     kwargs: dict[str, Any] = {"safety": 100}
     with pytest.raises(TypeError):
         ManagerOptions("guard()", **kwargs)  # type: ignore[misc]
+
+
+def test_a_transcript_without_a_user_message_keeps_one_key_as_it_grows() -> None:
+    first = [{"role": "system", "content": "be brief"}]
+    grown = [*first, {"role": "assistant", "content": "hello"}]
+    assert head_key(first) == head_key(grown) == head_key(grown + grown)
+    assert head_key(first) != head_key([{"role": "system", "content": "be verbose"}])

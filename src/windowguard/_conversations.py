@@ -406,15 +406,15 @@ def head_key(
     """
     head: list[object] = []
     for message in messages:
-        head.append(_plain(message))
+        head.append(message)
         if _role(message) == "user":
             break
-    if not head and messages:
-        head.append(_plain(messages[0]))
+    else:  # no user message: the first alone, or every send would be a new conversation
+        head = list(messages[:1])
     material = {
         "model": _plain(model),
         "system": _plain(system),
-        "head": head,
+        "head": [_plain(message) for message in head],
         "extra": [_plain(item) for item in extra],
     }
     text = json.dumps(material, sort_keys=True, default=repr, ensure_ascii=False)
