@@ -437,3 +437,72 @@ def test_usage_is_recorded_only_for_the_conversations_latest_call() -> None:
     assert [e.tokens for e in events if e.kind == "context_pressure"] == [222]
     measured = [e for e in events if e.kind == "usage_measured"]
     assert len(measured) == 1 and measured[0].total_tokens == 222
+
+
+class Sends:
+    """Wraps the filter to note, per fitted call, which run made it and the events its
+    fit emitted (a fit without a remote counter never awaits, so they are its own)."""
+
+    def __init__(self, guard: ContextWindowFilter, events: list[Any]) -> None:
+        self.guard = guard
+        self.events = events
+        self.calls: list[tuple[int, list[Any]]] = []  # (the run's max_tokens, its events)
+
+    async def __call__(self, data: CallModelData[Any]) -> ModelInputData:
+        start = len(self.events)
+        result = await self.guard(data)
+        budget = data.agent.model_settings.max_tokens
+        assert budget is not None
+        self.calls.append((budget, self.events[start:]))
+        return result
+
+
+def test_concurrent_runs_with_one_head_feed_each_usage_to_its_own_send() -> None:
+    # Two runs with the same instructions and task share one conversation (the head
+    # key); the SDK calls on_llm_start after its own gather, so a run's hook can come
+    # after the other run's filter. Each usage must be recorded for the send it answers:
+    # a usage_measured total is the exact prompt of the conversation's previous call.
+    events: list[Any] = []
+    guard = call_model_input_filter(
+        model_info=wg.ModelInfo(context_window=WINDOW), sinks=events.append
+    )
+    sends = Sends(guard, events)
+    config = RunConfig(call_model_input_filter=sends, tracing_disabled=True)
+
+    async def both(emu: Emulator) -> list[Any]:
+        async with _client(emu) as client:
+            # the runs are told apart by their max_tokens, which the emulator records
+            runs = [
+                Runner.run(
+                    _agent(client, "responses", max_tokens=budget),
+                    TASK,
+                    max_turns=100,
+                    run_config=config,
+                    hooks=guard.hooks,
+                )
+                for budget in (256, 200)
+            ]
+            return list(await asyncio.gather(*runs))
+
+    with Emulator(flavor="openai", context_window=WINDOW, scenario=LogReader()) as emu:
+        results = asyncio.run(both(emu))
+        records = emu.records
+    assert [r.final_output for r in results] == [f"finished: read {PARTS} parts"] * 2
+    assert [record.status for record in records] == [200] * len(records)  # 0 overflows
+    prompts = {
+        budget: [r.prompt_tokens for r in records if r.max_output_tokens == budget]
+        for budget in (256, 200)
+    }
+    assert len(sends.calls) == len(records)
+    seen = dict.fromkeys(prompts, 0)  # calls of each run so far
+    measured = 0
+    previous: tuple[int, int] | None = None  # (run, index) of the latest fitted call
+    for budget, fitted in sends.calls:
+        for event in fitted:
+            if event.kind == "usage_measured":
+                assert previous is not None
+                assert event.total_tokens == prompts[previous[0]][previous[1]]
+                measured += 1
+        previous = (budget, seen[budget])
+        seen[budget] += 1
+    assert measured > 0

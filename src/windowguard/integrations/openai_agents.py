@@ -34,9 +34,13 @@ Invariants:
   ``max_tokens=``, else the agent's ``ModelSettings.max_tokens``) is kept free beside
   the fitted input, and a call whose input cannot leave that much room raises
   ``ContextTruncatedError`` rather than being sent to be refused.
-- Usage is fed back only to the send the conversation fitted last (a send number per fit,
-  checked in ``on_llm_end``); a call that failed reports nothing, so the next fit says
-  ``NO_USAGE``.
+- Usage is fed back only to the send it answers, and only while that send is the
+  conversation's latest: the filter numbers each fit (``Conversation.sent()``) and notes
+  the number against the last item object it returns; ``on_llm_start`` is given those
+  same objects and takes the number only when its last item is that one (a run whose
+  call was overtaken by another run's fit of the same head feeds nothing back), and
+  ``on_llm_end`` records only while ``Conversation.is_latest``. A call that failed
+  reports nothing, so the next fit says ``NO_USAGE``.
 - Per-conversation state lives in a :class:`~windowguard._conversations.ConversationStore`
   per model, keyed by the run's head (instructions + first user input): a run's calls
   share one conversation, and different runs (or agents, whose instructions differ)
@@ -136,6 +140,12 @@ class ContextWindowFilter:
         self._instructions: weakref.WeakKeyDictionary[
             ContextWindowManager, tuple[str, dict[str, str]]
         ] = weakref.WeakKeyDictionary()
+        # Per conversation: its latest send's number and the last item object it sent,
+        # which the runner hands on_llm_start unchanged (the items are not weakref-able
+        # dicts, so the latest one is held; one per conversation).
+        self._sends: weakref.WeakKeyDictionary[ContextWindowManager, tuple[object, int]] = (
+            weakref.WeakKeyDictionary()
+        )
         self.hooks = ContextWindowHooks(self)
 
     # -- the filter ---------------------------------------------------------------------
@@ -174,7 +184,9 @@ class ContextWindowFilter:
         lead = self._instructions_item(conversation, instructions)
         request: list[object] = [lead, *items] if lead is not None else list(items)
         fit = await self._fit(conversation, request, _tool_schemas(agent), requested)
-        conversation.sent()
+        kept = [item for item in fit.messages if item is not lead]
+        with conversation.lock:
+            self._sends[conversation.manager] = (kept[-1] if kept else None, conversation.sent())
         for event in fit.events:
             self.emit(event)
         if requested is not None and fit.max_tokens < requested:
@@ -188,7 +200,6 @@ class ContextWindowFilter:
                 source=fit.sources[0] if fit.sources else "estimate",
                 floor=requested,
             )
-        kept = [item for item in fit.messages if item is not lead]
         return ModelInputData(
             input=cast("list[TResponseInputItem]", kept), instructions=instructions
         )
@@ -260,9 +271,16 @@ class ContextWindowFilter:
             self._instructions[conversation.manager] = (instructions, item)
             return item
 
-    def latest_marker(self, conversation: Conversation) -> object:
-        """The marker of the conversation's latest fitted send (None before any)."""
-        return conversation.latest_send
+    def send_of(self, conversation: Conversation, items: list[TResponseInputItem]) -> int | None:
+        """The number of the conversation's latest send when ``items`` are what it sent
+        (its last item is the very object the filter returned last), else None: that call
+        was overtaken by a later fit, so its usage belongs to no send that can record it.
+        """
+        with conversation.lock:
+            noted = self._sends.get(conversation.manager)
+        if noted is None or not items or items[-1] is not noted[0]:
+            return None
+        return noted[1]
 
     def emit(self, event: Any) -> None:
         """Give an event to the sinks."""
@@ -274,15 +292,16 @@ class ContextWindowHooks(RunHooks[Any]):
     """``RunHooks`` that feed each model response's usage back to its conversation.
 
     ``on_llm_start`` finds the conversation of the call the filter just fitted (by the
-    same head key) and notes it for this run; ``on_llm_end`` records
-    ``response.usage.input_tokens`` there, if that call is still the conversation's
+    same head key) and the send number the filter gave it (by the identity of the last
+    input item), and notes them for this run; ``on_llm_end`` records
+    ``response.usage.input_tokens`` for that send, if it is still the conversation's
     latest, and emits ``context_pressure``. Subclass it (calling ``super()``) to add
     hooks of your own: a run takes one ``RunHooks`` object.
     """
 
     def __init__(self, guard: ContextWindowFilter) -> None:
         self._guard = guard
-        self._pending: dict[int, tuple[Conversation, object]] = {}
+        self._pending: dict[int, tuple[Conversation, int]] = {}
         self._lock = threading.Lock()
 
     async def on_llm_start(
@@ -295,11 +314,12 @@ class ContextWindowHooks(RunHooks[Any]):
         """Note which conversation this run's model call belongs to."""
         guard = self._guard
         conversation = guard.find_conversation(guard.model_name(agent), input_items, system_prompt)
+        send = None if conversation is None else guard.send_of(conversation, input_items)
         with self._lock:
-            if conversation is None:
+            if conversation is None or send is None:
                 self._pending.pop(id(context), None)
             else:
-                self._pending[id(context)] = (conversation, guard.latest_marker(conversation))
+                self._pending[id(context)] = (conversation, send)
 
     async def on_llm_end(
         self,
@@ -312,10 +332,10 @@ class ContextWindowHooks(RunHooks[Any]):
             pending = self._pending.pop(id(context), None)
         if pending is None:
             return
-        conversation, marker = pending
+        conversation, send = pending
         input_tokens = _input_tokens(response)
         with conversation.lock:
-            if marker is None or self._guard.latest_marker(conversation) != marker:
+            if not conversation.is_latest(send):
                 return  # a later call of this conversation was fitted since
             conversation.record(None if input_tokens is None else {"input_tokens": input_tokens})
             window = conversation.manager.context_window
