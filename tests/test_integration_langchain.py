@@ -478,3 +478,81 @@ def test_system_message_in_state_is_kept_and_returned() -> None:
     for message in kept[2:]:
         if isinstance(message, ToolMessage):
             assert kept[kept.index(message) - 1].tool_calls[0]["id"] == message.tool_call_id
+
+
+def _ahead(turns: int) -> dict[str, Any]:
+    """The task with ``turns`` chunks already read: the same head as :func:`_task`, so
+    the same conversation when no checkpointer tells the runs apart, but further on."""
+    messages: list[Any] = [HumanMessage(TASK)]
+    for n in range(1, turns + 1):
+        call = {"id": f"ahead_{n}", "name": "read_chunk", "args": {"index": n}}
+        messages.append(AIMessage("", tool_calls=[call]))
+        messages.append(ToolMessage(read_chunk.invoke({"index": n}), tool_call_id=f"ahead_{n}"))
+    return {"messages": messages}
+
+
+def test_concurrent_same_head_runs_without_a_checkpointer_never_overflow(
+    emu: Emulator, policy: Scripted
+) -> None:
+    # Two runs share one conversation (same head, no thread id); one is further on, so
+    # their prompts differ. Each reply's usage may only be recorded for its own send.
+    events: list[Any] = []
+    middleware = ContextWindowMiddleware(model_info=_info(), sinks=events.append)
+    agent = create_agent(_llm(emu), TOOLS, system_prompt=SYSTEM, middleware=[middleware])
+
+    async def run_both() -> list[Any]:
+        runs = [agent.ainvoke(task, {"recursion_limit": 100}) for task in (_task(), _ahead(6))]
+        return await asyncio.gather(*runs)
+
+    results = asyncio.run(run_both())
+    assert _overflows(emu) == 0
+    assert [r["messages"][-1].content for r in results] == [ANSWER] * 2
+    assert len(policy.bodies) == (TOOL_TURNS + 1) + (TOOL_TURNS - 6 + 1)
+    for body in policy.bodies:
+        _assert_paired(body["messages"])
+    # every measured total is the exact count of a request the emulator answered
+    counted = {r.prompt_tokens for r in emu.records}
+    assert {e.total_tokens for e in events if e.kind == "usage_measured"} <= counted
+
+
+@_DEPRECATED
+def test_concurrent_same_head_react_runs_bind_their_own_budgets(
+    emu: Emulator, policy: Scripted
+) -> None:
+    # The hook fits max_tokens; hook.model binds it a graph step later. With two
+    # same-head runs at once (no checkpointer) the other run's hook call may come in
+    # between: each model call must still bind the budget fitted for its own messages.
+    from langgraph.prebuilt import create_react_agent
+
+    hook = pre_model_hook(_llm(emu), tools=TOOLS, system=SYSTEM, model_info=_info())
+    fitted: dict[str, int] = {}  # last message id -> budget, read as the hook fitted it
+    bound: list[tuple[int, int]] = []  # (budget bound, budget fitted) per model call
+
+    def budget(model: Any) -> int:
+        return int(model.kwargs["max_tokens"])
+
+    def fitting(state: dict[str, Any]) -> dict[str, Any]:
+        update = hook(state)
+        fitted[state["messages"][-1].id] = budget(hook.model(state))  # same step: its own
+        return update
+
+    def model(state: dict[str, Any], runtime: Any) -> Any:
+        chosen = hook.model(state, runtime)
+        bound.append((budget(chosen), fitted[state["messages"][-1].id]))
+        return chosen
+
+    agent = create_react_agent(model, TOOLS, prompt=SYSTEM, pre_model_hook=fitting)
+
+    async def run_both() -> list[Any]:
+        runs = [agent.ainvoke(task, {"recursion_limit": 100}) for task in (_task(), _ahead(6))]
+        return await asyncio.gather(*runs)
+
+    results = asyncio.run(run_both())
+    assert _overflows(emu) == 0
+    assert [r["messages"][-1].content for r in results] == [ANSWER] * 2
+    assert len(bound) == len(emu.records) == (TOOL_TURNS + 1) + (TOOL_TURNS - 6 + 1)
+    assert all(mine == own for mine, own in bound)
+    assert {body["max_completion_tokens"] for body in policy.bodies} == {b for b, _ in bound}
+    for record in emu.records:
+        assert record.prompt_tokens is not None and record.max_output_tokens is not None
+        assert record.prompt_tokens + record.max_output_tokens <= WINDOW

@@ -27,7 +27,14 @@ Invariants:
   the model is called: no HTTP request is made.
 - Each conversation (keyed by its head and model, see :mod:`windowguard._conversations`)
   has its own manager; the ``usage_metadata.input_tokens`` of each reply is fed back as
-  the next fit's ``last_usage``. A streamed reply carries usage only when the chat model
+  the next fit's ``last_usage``, and only to the send it answers: each fit is numbered
+  (``Conversation.sent()``) and its usage recorded only while it is the conversation's
+  latest (``Conversation.is_latest``), so two runs with the same head at once (no
+  checkpointer to tell them apart) never feed each other's counts.
+- The LangGraph hook's fitted ``max_tokens`` belongs to one call, not to a conversation:
+  it is kept under the last message of the state it fitted (the newest turn is always
+  kept, and the model node sees the same state), so two same-head runs never swap
+  budgets. A streamed reply carries usage only when the chat model
   asks for it: a ``ChatOpenAI`` left with ``stream_usage`` unset is asked to (a copy of
   it, for the fitted call only); a reply without usage makes the next fit say
   ``NO_USAGE`` and rest on its counters.
@@ -174,9 +181,9 @@ class _Fitter:
         tools: Sequence[object],
         max_tokens: int | None,
         system: object = None,
-        usage_before: int | None = None,
+        usage_before: tuple[int, int | None] | None = None,
         thread: str | None = None,
-    ) -> tuple[Conversation, Fit, list[BaseMessage]]:
+    ) -> tuple[Conversation, int, Fit, list[BaseMessage]]:
         """Fit ``messages`` (the framework's own objects) for one model call.
 
         Args:
@@ -186,13 +193,15 @@ class _Fitter:
             max_tokens: the reply budget asked for, or None.
             system: a system prompt added after the hook (``create_react_agent``'s
                 ``prompt=``), counted but not returned.
-            usage_before: the usage of the previous send, when the caller found it in
-                the history rather than in a response (the LangGraph hook).
+            usage_before: ``(send, input tokens)`` of an earlier send, when the caller
+                found its usage in the history rather than in a response (the LangGraph
+                hook); recorded only if that send is still the conversation's latest.
             thread: the LangGraph thread id, when the graph has a checkpointer: two
                 threads with the same head are two conversations.
 
         Returns:
-            The conversation, the fit, and the kept messages (a subsequence).
+            The conversation, this send's number (for :meth:`received`), the fit, and
+            the kept messages (a subsequence).
 
         Raises:
             ContextTruncatedError: nothing that keeps the head and newest turn fits.
@@ -204,26 +213,27 @@ class _Fitter:
             owners = [-1] * len(extra) + owners
         store = self._store(chat_model)
         conversation = store.get(_conversation_key(dicts, chat_model, thread))
-        if usage_before is not None and conversation.started:
-            self._observed(conversation, usage_before)
-        fit = conversation.fit(
-            dicts,
-            tools=_tool_schemas(tools) or None,
-            max_tokens=max_tokens,
-            format="openai_chat",
-        )
+        schemas = _tool_schemas(tools) or None
+        with conversation.lock:  # the usage, the fit and its number, as one step
+            if usage_before is not None:
+                self.received(conversation, *usage_before)
+            fit = conversation.fit(
+                dicts, tools=schemas, max_tokens=max_tokens, format="openai_chat"
+            )
+            send = conversation.sent()
         for event in fit.events:
             emit(event, self.sinks)
         kept_ids = {id(d) for d in fit.messages}
         keep = sorted({owners[i] for i, d in enumerate(dicts) if id(d) in kept_ids} - {-1})
-        return conversation, fit, [messages[i] for i in keep]
+        return conversation, send, fit, [messages[i] for i in keep]
 
-    def received(self, conversation: Conversation, reply: object) -> None:
-        """Feed a reply's usage back to its conversation (None: none came back)."""
-        self._observed(conversation, _input_tokens(reply))
-
-    def _observed(self, conversation: Conversation, tokens: int | None) -> None:
-        conversation.record(tokens)
+    def received(self, conversation: Conversation, send: int, tokens: int | None) -> None:
+        """Feed a send's prompt tokens (None: none came back) to its conversation, if
+        that send is still the latest; a later send has taken its usage slot."""
+        with conversation.lock:
+            if not conversation.is_latest(send):
+                return
+            conversation.record(tokens)
         if tokens is not None:
             gauge = ContextGauge(conversation.manager.context_window)
             for event in gauge.observe(tokens):
@@ -288,12 +298,12 @@ class ContextWindowMiddleware(AgentMiddleware[AgentState[Any], Any]):
         )
         self._fitter = _Fitter(options, sinks=sinks, stream_usage=stream_usage)
 
-    def _fitted(self, request: ModelRequest[Any]) -> tuple[Conversation, ModelRequest[Any]]:
+    def _fitted(self, request: ModelRequest[Any]) -> tuple[Conversation, int, ModelRequest[Any]]:
         history: list[BaseMessage] = list(request.messages)
         system = request.system_message
         messages = [system, *history] if system is not None else history
         key, requested = _requested_max_tokens(request.model, request.model_settings)
-        conversation, fit, kept = self._fitter.prepare(
+        conversation, send, fit, kept = self._fitter.prepare(
             messages,
             chat_model=request.model,
             tools=request.tools,
@@ -304,10 +314,14 @@ class ContextWindowMiddleware(AgentMiddleware[AgentState[Any], Any]):
             kept = kept[1:]  # the head always holds the system message
         settings = {**request.model_settings, key: fit.max_tokens}
         fitted: list[AnyMessage] = kept  # type: ignore[assignment]  # a subsequence of them
-        return conversation, request.override(
-            messages=fitted,
-            model_settings=settings,
-            model=self._fitter.reporting(request.model),
+        return (
+            conversation,
+            send,
+            request.override(
+                messages=fitted,
+                model_settings=settings,
+                model=self._fitter.reporting(request.model),
+            ),
         )
 
     def wrap_model_call(
@@ -320,13 +334,13 @@ class ContextWindowMiddleware(AgentMiddleware[AgentState[Any], Any]):
         Raises:
             ContextTruncatedError: the request cannot fit; the model is not called.
         """
-        conversation, fitted = self._fitted(request)
+        conversation, send, fitted = self._fitted(request)
         try:
             response = handler(fitted)
         except BaseException as exc:
-            conversation.failed(exc)
+            conversation.failed(exc, latest=conversation.is_latest(send))
             raise
-        self._fitter.received(conversation, response)
+        self._fitter.received(conversation, send, _input_tokens(response))
         return response
 
     async def awrap_model_call(
@@ -340,13 +354,13 @@ class ContextWindowMiddleware(AgentMiddleware[AgentState[Any], Any]):
         Raises:
             ContextTruncatedError: the request cannot fit; the model is not called.
         """
-        conversation, fitted = await asyncio.to_thread(self._fitted, request)
+        conversation, send, fitted = await asyncio.to_thread(self._fitted, request)
         try:
             response = await handler(fitted)
         except BaseException as exc:
-            conversation.failed(exc)
+            conversation.failed(exc, latest=conversation.is_latest(send))
             raise
-        self._fitter.received(conversation, response)
+        self._fitter.received(conversation, send, _input_tokens(response))
         return response
 
 
@@ -372,8 +386,10 @@ class ContextWindowHook:
         self._tools = list(tools)
         self._system = system
         self._max_tokens = max_tokens
-        # conversation key -> the max_tokens fitted for its latest hook call.
-        self._fitted_max_tokens: OrderedDict[str, int] = OrderedDict()
+        # One entry per hook call, under the key of the last message it fitted (which
+        # the model node and the next hook call see again): its conversation, send
+        # number and fitted max_tokens. Bounded; the oldest calls go first.
+        self._calls: OrderedDict[object, _Call] = OrderedDict()
         self._lock = threading.Lock()
 
     def __call__(self, state: Mapping[str, Any] | object, runtime: object = None) -> dict[str, Any]:
@@ -394,21 +410,35 @@ class ContextWindowHook:
         requested = self._max_tokens
         if requested is None:
             requested = _requested_max_tokens(self._model, {})[1]
-        conversation, fit, kept = self._fitter.prepare(
+        _, send, fit, kept = self._fitter.prepare(
             messages,
             chat_model=self._model,
             tools=self._tools,
             max_tokens=requested,
             system=self._system,
-            usage_before=_newest_usage(messages),
+            usage_before=self._answered(messages),
             thread=_thread_id(runtime),
         )
-        with self._lock:
-            self._fitted_max_tokens[conversation.key] = fit.max_tokens
-            self._fitted_max_tokens.move_to_end(conversation.key)
-            while len(self._fitted_max_tokens) > self._fitter.options.max_conversations:
-                self._fitted_max_tokens.popitem(last=False)
+        if messages:
+            key = _message_key(messages[-1])
+            with self._lock:
+                self._calls[key] = _Call(messages[-1], send, fit.max_tokens)
+                self._calls.move_to_end(key)
+                while len(self._calls) > self._fitter.options.max_conversations:
+                    self._calls.popitem(last=False)
         return {"llm_input_messages": kept}
+
+    def _answered(self, messages: Sequence[BaseMessage]) -> tuple[int, int | None] | None:
+        """``(send, input tokens)`` of the reply that is the newest ``AIMessage``: the
+        send is the hook call whose last message the reply follows (None: unknown)."""
+        for index in range(len(messages) - 1, 0, -1):
+            if isinstance(messages[index], AIMessage):
+                with self._lock:
+                    call = self._calls.get(_message_key(messages[index - 1]))
+                if call is None:
+                    return None
+                return call.send, _input_tokens(messages[index])
+        return None
 
     def model(self, state: Mapping[str, Any] | object, runtime: object = None) -> Any:
         """The chat model with the tools and the fitted ``max_tokens`` bound.
@@ -422,18 +452,36 @@ class ContextWindowHook:
         chat_model: Any = self._model
         if chat_model is None:
             raise ConfigurationError("pre_model_hook(model=...) is needed to use hook.model")
-        dicts, _ = _to_openai(_head(_state_messages(state)))
-        if self._system is not None:
-            dicts = _system_dicts(self._system) + dicts
-        key = _conversation_key(dicts, chat_model, _thread_id(runtime))
-        with self._lock:
-            fitted = self._fitted_max_tokens.get(key)
+        messages = _state_messages(state)
+        call = None
+        if messages:
+            with self._lock:
+                call = self._calls.get(_message_key(messages[-1]))
+        fitted = None if call is None else call.max_tokens
         reporting = self._fitter.reporting(chat_model)
         bound = reporting.bind_tools(self._tools) if self._tools else reporting
         if fitted is None:
             return bound
         field, _ = _requested_max_tokens(chat_model, {})
         return bound.bind(**{field: fitted})
+
+
+class _Call:
+    """One hook call: the message it is keyed by (held, so an id key stays its own),
+    its send number and its fitted ``max_tokens``."""
+
+    __slots__ = ("max_tokens", "message", "send")
+
+    def __init__(self, message: BaseMessage, send: int, max_tokens: int) -> None:
+        self.message = message
+        self.send = send
+        self.max_tokens = max_tokens
+
+
+def _message_key(message: BaseMessage) -> object:
+    """A state message's key across graph steps: its id (``add_messages`` gives every
+    message one, kept through checkpoints), else the object's identity."""
+    return ("id", message.id) if isinstance(message.id, str) and message.id else id(message)
 
 
 def pre_model_hook(
@@ -551,14 +599,6 @@ def _with_invalid_calls(converted: dict[str, Any], message: AIMessage) -> dict[s
     return {**converted, "tool_calls": calls}
 
 
-def _head(messages: Sequence[BaseMessage]) -> Sequence[BaseMessage]:
-    """The messages through the first human message (all a conversation key reads)."""
-    for index, message in enumerate(messages):
-        if message.type == "human":
-            return messages[: index + 1]
-    return messages
-
-
 def _conversation_key(dicts: Sequence[object], chat_model: object, thread: str | None) -> str:
     name = _describe_model(chat_model)[0]
     return head_key(dicts, model=name, extra=() if thread is None else (thread,))
@@ -648,14 +688,6 @@ def _input_tokens(reply: object) -> int | None:
         return None
     tokens = reply.usage_metadata.get("input_tokens")
     return tokens if isinstance(tokens, int) and tokens > 0 else None
-
-
-def _newest_usage(messages: Sequence[BaseMessage]) -> int | None:
-    """The input tokens of the newest ``AIMessage``: the reply to the previous send."""
-    for message in reversed(messages):
-        if isinstance(message, AIMessage):
-            return _input_tokens(message)
-    return None
 
 
 def _state_messages(state: Mapping[str, Any] | object) -> list[BaseMessage]:
