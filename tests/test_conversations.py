@@ -9,7 +9,12 @@ from typing import Any
 import pytest
 
 import windowguard as wg
-from windowguard._conversations import ConversationStore, ManagerOptions, head_key
+from windowguard._conversations import (
+    ConversationStore,
+    ConversationStores,
+    ManagerOptions,
+    head_key,
+)
 from windowguard.shrink import DEFAULT_SAFETY_BUFFER
 
 
@@ -333,3 +338,44 @@ def test_a_transcript_without_a_user_message_keeps_one_key_as_it_grows() -> None
     grown = [*first, {"role": "assistant", "content": "hello"}]
     assert head_key(first) == head_key(grown) == head_key(grown + grown)
     assert head_key(first) != head_key([{"role": "system", "content": "be verbose"}])
+
+
+def test_conversation_stores_keep_at_most_max_keys_least_recently_used_first() -> None:
+    options = ManagerOptions(caller="test")
+    made: list[str] = []
+
+    def factory(model: str) -> ConversationStore:
+        made.append(model)
+        return options.store(lambda: options.make(model))
+
+    stores: ConversationStores[str, ConversationStore] = ConversationStores(factory, max_keys=3)
+    first = stores.get("m0")
+    for n in range(1, 50):  # a client cycling model names
+        stores.get(f"m{n}")
+        assert stores.get("m0") is first  # used again: kept
+        assert len(stores) <= 3
+    assert "m1" not in stores and "m49" in stores
+    assert made.count("m0") == 1
+    stores.get("m1")  # forgotten: made again, fresh
+    assert made.count("m1") == 2
+    with pytest.raises(wg.ConfigurationError, match="max_keys"):
+        ConversationStores(factory, max_keys=0)
+
+
+def test_conversation_stores_give_threads_asking_at_once_the_same_entry() -> None:
+    import threading
+
+    stores: ConversationStores[str, object] = ConversationStores(lambda key: object())
+    barrier = threading.Barrier(8)
+    got: list[object] = []
+
+    def ask() -> None:
+        barrier.wait()
+        got.append(stores.get("same"))
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(got) == 8 and all(entry is got[0] for entry in got)

@@ -457,3 +457,23 @@ def test_async_twin_does_not_block_the_loop() -> None:
 def test_bad_arguments_are_configuration_errors(base_url: str, model: str, timeout: float) -> None:
     with pytest.raises(ConfigurationError):
         discover_model_info(base_url, model, timeout=timeout)
+
+
+def test_the_cache_is_bounded_least_recently_used_first(
+    serve: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import windowguard.discovery as discovery
+
+    monkeypatch.setattr(discovery, "CACHE_ENTRIES", 3)
+    server = serve({("GET", "/v1/models"): (200, VLLM_MODELS)})
+    model = "meta-llama/Llama-3.1-8B-Instruct"
+    assert discover_model_info(server.url, model) is not None
+    for n in range(6):  # a client cycling model names
+        discover_model_info(server.url, f"cycled-{n}")
+        assert discover_model_info(server.url, model) is not None  # kept: used again
+    hits = len(server.hits)
+    assert discover_model_info(server.url, model) is not None
+    assert len(server.hits) == hits  # still cached
+    assert len(discovery._cache) <= 3
+    discover_model_info(server.url, "cycled-0")  # evicted long ago: asked again
+    assert len(server.hits) > hits

@@ -21,6 +21,10 @@ Invariants:
   evicted first, and entries idle longer than ``ttl_seconds`` forgotten. Forgetting
   is harmless: the next send starts a new run (``last_usage=None``), which only costs
   the ledger's measurements and the calibration, never correctness.
+- Per-model state is bounded too: a caller that keeps a store (and its model's limits)
+  per model name keeps them in a :class:`ConversationStores`, at most ``max_keys``
+  entries, least recently used evicted first. Model names can come from a client (the
+  proxy), so a client cycling names cannot grow memory without bound.
 - :meth:`Conversation.begin` hands out the usage of the previous send exactly once:
   a send that got no usage back (an error, a stream cut short) is followed by
   ``NO_USAGE``, never by a stale report that would mis-measure the ledger.
@@ -57,7 +61,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Generic, TypeVar
 
 from .accounting.remote import RemoteCountError
 from .catalog import ModelInfo
@@ -70,6 +74,10 @@ from .shrink import DEFAULT_SAFETY_BUFFER
 
 DEFAULT_MAX_CONVERSATIONS: Final = 1024
 DEFAULT_TTL_SECONDS: Final = 3600.0
+DEFAULT_MAX_MODELS: Final = 256
+
+_K = TypeVar("_K")
+_V = TypeVar("_V")
 
 _NOT_SENT: Final = object()
 _SEND_NUMBERS: Final = itertools.count(1)
@@ -266,6 +274,60 @@ class ConversationStore:
             if now - oldest.touched <= ttl:
                 return
             self._entries.popitem(last=False)
+
+
+class ConversationStores(Generic[_K, _V]):
+    """Per-model state (a :class:`ConversationStore`, with whatever else a caller keeps
+    beside it, such as the model's limits), made on first use, bounded by count (LRU).
+
+    Thread-safe: two threads asking for a new key at once get the same entry (the
+    factory runs under the lock, so it must be quick and do no I/O).
+
+    Example:
+        >>> options = ManagerOptions(caller="guard()")
+        >>> stores = ConversationStores(lambda model: options.store(lambda: options.make(model)))
+        >>> stores.get("gpt-4o") is stores.get("gpt-4o")
+        True
+
+    Args:
+        factory: makes the entry of a new key.
+        max_keys: entries kept; the least recently used goes first (its conversations
+            are forgotten: their next sends start new runs).
+
+    Raises:
+        ConfigurationError: ``max_keys`` is not a positive int.
+    """
+
+    def __init__(self, factory: Callable[[_K], _V], *, max_keys: int = DEFAULT_MAX_MODELS) -> None:
+        if not isinstance(max_keys, int) or isinstance(max_keys, bool) or max_keys < 1:
+            raise ConfigurationError(f"max_keys must be a positive int, got {max_keys!r}")
+        self._factory = factory
+        self.max_keys = max_keys
+        self._entries: OrderedDict[_K, _V] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._entries
+
+    def get(self, key: _K) -> _V:
+        """The entry under ``key``, made on first use (and now the most recently used)."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                entry = self._entries[key] = self._factory(key)
+                while len(self._entries) > self.max_keys:
+                    self._entries.popitem(last=False)
+            else:
+                self._entries.move_to_end(key)
+            return entry
+
+    def values(self) -> list[_V]:
+        """The entries kept now, least recently used first."""
+        with self._lock:
+            return list(self._entries.values())
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

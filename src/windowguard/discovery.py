@@ -36,7 +36,9 @@ Invariants:
   server that accepts and never answers (or a hung DNS lookup) cannot hang a run.
 - Results, None included, are cached per (endpoint, model) until
   :func:`clear_discovery_cache`. ``base_url`` may end in ``/v1`` or not; both share an
-  entry.
+  entry. The cache is bounded (:data:`CACHE_ENTRIES`, least recently used evicted
+  first): model names can come from clients, and a forgotten entry only costs one more
+  discovery.
 - A model that is not loaded yet (Ollama without ``num_ctx``, LM Studio) will be
   loaded with the server's default context, not the model's maximum; discovery then
   reports at most :data:`UNLOADED_DEFAULT_WINDOW`, because those servers truncate
@@ -54,6 +56,7 @@ import json
 import re
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -75,8 +78,27 @@ UNLOADED_DEFAULT_WINDOW: Final = 4096
 _MAX_BODY: Final = 16 * 1024 * 1024
 _ANTHROPIC_VERSION: Final = "2023-06-01"  # https://docs.claude.com/en/api/versioning
 
-_cache: dict[tuple[str, str], ModelInfo | None] = {}
+CACHE_ENTRIES: Final = 256
+"""Discoveries remembered, least recently used forgotten first."""
+
+_cache: OrderedDict[tuple[str, str], ModelInfo | None] = OrderedDict()
 _cache_lock = threading.Lock()
+
+
+def _cached(key: tuple[str, str]) -> tuple[bool, ModelInfo | None]:
+    with _cache_lock:
+        if key not in _cache:
+            return False, None
+        _cache.move_to_end(key)
+        return True, _cache[key]
+
+
+def _remember(key: tuple[str, str], result: ModelInfo | None) -> None:
+    with _cache_lock:
+        _cache[key] = result
+        _cache.move_to_end(key)
+        while len(_cache) > CACHE_ENTRIES:
+            _cache.popitem(last=False)
 
 
 class _DeadlineError(Exception):
@@ -117,9 +139,9 @@ def discover_model_info(
             ``timeout`` is not a positive number.
     """
     root, key = _prepare(base_url, model, timeout)
-    with _cache_lock:
-        if key in _cache:
-            return _cache[key]
+    hit, cached = _cached(key)
+    if hit:
+        return cached
     deadline = time.monotonic() + timeout
     done = threading.Event()
     box: list[ModelInfo | None] = [None]
@@ -130,8 +152,7 @@ def discover_model_info(
 
     threading.Thread(target=work, name="windowguard-discovery", daemon=True).start()
     result = box[0] if done.wait(timeout) else None
-    with _cache_lock:
-        _cache[key] = result
+    _remember(key, result)
     return result
 
 
@@ -153,9 +174,9 @@ async def adiscover_model_info(
         ConfigurationError: as for :func:`discover_model_info`.
     """
     root, key = _prepare(base_url, model, timeout)
-    with _cache_lock:
-        if key in _cache:
-            return _cache[key]
+    hit, cached = _cached(key)
+    if hit:
+        return cached
     loop = asyncio.get_running_loop()
     future: asyncio.Future[ModelInfo | None] = loop.create_future()
     deadline = time.monotonic() + timeout
@@ -174,8 +195,7 @@ async def adiscover_model_info(
         result = await asyncio.wait_for(future, timeout)
     except asyncio.TimeoutError:
         result = None
-    with _cache_lock:
-        _cache[key] = result
+    _remember(key, result)
     return result
 
 
