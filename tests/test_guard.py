@@ -935,3 +935,73 @@ def test_async_clients_pass_through_and_copy_guarded() -> None:
     with Emulator(flavor="openai", context_window=4096) as emu:
         asyncio.run(main(emu))
         assert [r.status for r in emu.records] == [200]
+
+
+# -- bounds and the vendors' count APIs ---------------------------------------------------
+
+
+class _Endpoint:
+    """What the guard reads from a client: where it sends, and with which key."""
+
+    def __init__(self, base_url: str, api_key: str | None = None) -> None:
+        self.base_url = base_url
+        self.api_key = api_key
+
+
+def _bare_guard(**options: Any) -> Any:
+    from windowguard.guard._core import Guard
+
+    settings: dict[str, Any] = {
+        "vendor": "openai",
+        "model_info": None,
+        "safety": None,
+        "pruning": None,
+        "sinks": (),
+        "strict": None,
+        "manager": None,
+        "max_conversations": 16,
+        "discover": False,
+        "discovery_timeout": 1.0,
+    }
+    return Guard(**{**settings, **options})
+
+
+def test_a_client_cycling_model_names_keeps_the_guards_state_bounded() -> None:
+    from windowguard.guard._apis import CHAT
+
+    guard_state = _bare_guard(max_models=4)
+    endpoint = _Endpoint("http://127.0.0.1:9/v1")  # discover=False: never contacted
+    messages = [{"role": "user", "content": TASK}]
+    kept = guard_state.request(CHAT, {"model": MODEL, "messages": messages})
+    first, _ = guard_state.conversation_for(kept, endpoint, None)
+    for n in range(40):
+        request = guard_state.request(CHAT, {"model": f"cycled-{n}", "messages": messages})
+        conversation, _ = guard_state.conversation_for(request, endpoint, None)
+        assert conversation.manager.model == f"cycled-{n}"
+        again, _ = guard_state.conversation_for(kept, endpoint, None)
+        assert again is first  # the model in use stays; the cycled ones go
+        assert len(guard_state._models) <= 4
+
+
+@pytest.mark.parametrize(
+    ("vendor", "make", "counter"),
+    [
+        ("openai", lambda: openai.OpenAI(api_key="sk-test"), "OpenAIInputTokens"),
+        ("anthropic", lambda: anthropic.Anthropic(api_key="sk-ant-test"), "AnthropicCountTokens"),
+    ],
+)
+def test_the_vendors_own_host_uses_its_count_api_by_default(
+    vendor: str, make: Callable[[], Any], counter: str
+) -> None:
+    from windowguard.guard._apis import ANTHROPIC_MESSAGES, CHAT
+
+    client = sync_client(make())
+    api = CHAT if vendor == "openai" else ANTHROPIC_MESSAGES
+    model = "gpt-4o" if vendor == "openai" else "claude-sonnet-4-5"
+    kwargs = {"model": model, "messages": [{"role": "user", "content": TASK}], "max_tokens": 64}
+    for discover, expected in ((None, counter), (True, counter), (False, None)):
+        guarded = guard(client, discover=discover)
+        state = guarded._guard
+        conversation, _ = state.conversation_for(state.request(api, kwargs), client, "k")
+        remote = conversation.manager.remote  # made, never called: no network
+        assert (type(remote).__name__ if remote is not None else None) == expected

@@ -88,11 +88,15 @@ def guard(
             transcript instead of passing it on.
         manager: a configured :class:`~windowguard.ContextWindowManager`, copied for each
             conversation (instead of ``model_info``, ``safety``, ``pruning``, ``strict``).
-        max_conversations: conversations remembered per endpoint and model (LRU).
+        max_conversations: conversations remembered per endpoint and model (LRU; at
+            most 256 endpoint and model pairs are remembered, least recently used
+            forgotten first).
         discover: ask the client's endpoint for the window it serves and its count API
             (cached per endpoint and model); None: yes, unless it is
-            ``api.openai.com`` / ``api.anthropic.com``, whose count APIs are known and
-            whose windows the catalog has; False: no request but the caller's own.
+            ``api.openai.com`` / ``api.anthropic.com``, whose windows the catalog has
+            and whose count APIs (Anthropic ``count_tokens``, OpenAI
+            ``responses/input_tokens``) are known and used without a probe; False: no
+            request but the caller's own (no count API either).
         discovery_timeout: seconds for each discovery.
 
     Returns:

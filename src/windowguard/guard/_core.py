@@ -3,7 +3,10 @@
 A :class:`Guard` holds what outlives one call: the options, the model limits and count
 API found per (endpoint, model), and the conversations
 (:class:`~windowguard._conversations.ConversationStore`, one per endpoint and model,
-each bounded by ``max_conversations``). A guarded client, its ``with_options`` copies
+each bounded by ``max_conversations``). The (endpoint, model) pairs are bounded too
+(:class:`~windowguard._conversations.ConversationStores`, ``max_models``, LRU): a model
+name can come from a client (the proxy), and a client cycling names must not grow
+memory. A guarded client, its ``with_options`` copies
 and its ``conversation(key)`` views share one Guard.
 
 One send: :meth:`Guard.request` reads the call (or says it passes through untouched),
@@ -21,25 +24,30 @@ Invariants:
 - A provider overflow (``CONTEXT_OVERFLOW``) teaches the manager
   (:meth:`~windowguard.ContextWindowManager.observe_overflow`) and the SDK's own error is
   re-raised unchanged; nothing is retried behind the caller's back.
-- Discovery and count-API probing happen at most once per (endpoint, model), never
-  against the vendors' own hosts (their count APIs are known), and never with
-  ``discover=False``; their failures fall back to the catalog, then the fallback window,
-  and the ``context_estimate`` events' ``source`` says which.
+- Discovery and count-API probing happen at most once per (endpoint, model) while it is
+  kept, never for a model whose limits are known already (``known_limits``), never
+  against the vendors' own hosts (their count APIs are known, and used unless
+  ``discover=False``), and never with ``discover=False``; their failures fall back to
+  the catalog, then the fallback window, and the ``context_estimate`` events'
+  ``source`` says which.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterable, Mapping
-from typing import Any, Final
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Generic, TypeVar
 
 from .._conversations import (
+    DEFAULT_MAX_MODELS,
     DEFAULT_TTL_SECONDS,
     Conversation,
     ConversationStore,
+    ConversationStores,
     ManagerOptions,
     head_key,
 )
+from ..accounting.remote import RemoteCounter
 from ..catalog import ModelInfo
 from ..estimate import prompt_tokens_from_usage
 from ..events import Event, GuardPassthrough
@@ -57,14 +65,59 @@ __all__ = ["Guard", "GuardPassthrough", "Send"]
 _VENDOR_HOSTS: Final = {"openai": "api.openai.com", "anthropic": "api.anthropic.com"}
 
 
+_T = TypeVar("_T")
+
+KnownLimits = Callable[[str], "tuple[ModelInfo, RemoteCounter | None] | None"]
+"""A model's window and count API known already, by model name (None: find them)."""
+
+
+class _Known(Generic[_T]):
+    """A value known already, read like a source that would find it (no I/O)."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: _T) -> None:
+        self._value = value
+
+    def get(self) -> _T:
+        return self._value
+
+    async def aget(self) -> _T:
+        return self._value
+
+
 class _Limits:
     """The window and count API of one model at one endpoint, found once."""
 
     __slots__ = ("counter", "info")
 
-    def __init__(self, info: ModelInfoSource, counter: CounterSource | None) -> None:
+    def __init__(
+        self,
+        info: ModelInfoSource | _Known[ModelInfo],
+        counter: CounterSource | _Known[RemoteCounter] | None,
+    ) -> None:
         self.info = info
         self.counter = counter
+
+
+@dataclass(frozen=True, slots=True)
+class _ModelKey:
+    """Where a model's state is kept: its endpoint and name. The key the endpoint was
+    first seen with is used for its discovery and counts, but is no part of the key."""
+
+    base_url: str
+    model: str
+    api_key: str | None = field(compare=False, repr=False)
+
+
+class _Model:
+    """One model's limits and conversations."""
+
+    __slots__ = ("limits", "store")
+
+    def __init__(self, limits: _Limits, store: ConversationStore) -> None:
+        self.limits = limits
+        self.store = store
 
 
 class Guard:
@@ -85,6 +138,11 @@ class Guard:
             vendor's own host).
         discovery_timeout: seconds for each discovery.
         ttl_seconds: a conversation idle this long is forgotten (None: never).
+        max_models: (endpoint, model) pairs whose limits and conversations are kept
+            (LRU): model names may come from a client.
+        known_limits: limits known already for a model name, used instead of
+            discovering (the proxy's startup discovery, for names its upstream did not
+            list); None from it, or no function: discover as usual.
     """
 
     def __init__(
@@ -101,6 +159,8 @@ class Guard:
         discover: bool | None,
         discovery_timeout: float,
         ttl_seconds: float | None = DEFAULT_TTL_SECONDS,
+        max_models: int = DEFAULT_MAX_MODELS,
+        known_limits: KnownLimits | None = None,
     ) -> None:
         self.options = ManagerOptions(
             caller="guard()",
@@ -118,9 +178,10 @@ class Guard:
         self.sinks: tuple[Sink, ...] = as_sinks(sinks)
         self.discover = discover
         self.discovery_timeout = discovery_timeout
-        self._lock = threading.Lock()
-        self._limits: dict[tuple[str, str], _Limits] = {}
-        self._stores: dict[tuple[str, str], ConversationStore] = {}
+        self.known_limits = known_limits
+        self._models: ConversationStores[_ModelKey, _Model] = ConversationStores(
+            self._new_model, max_keys=max_models
+        )
 
     # -- reading a call -----------------------------------------------------------------
 
@@ -153,60 +214,65 @@ class Guard:
         self, request: Request, client: Any, key: str | None
     ) -> tuple[Conversation, _Limits]:
         """The conversation a request belongs to (made, with discovery, on first use)."""
-        base_url, api_key = _endpoint(client)
-        limits = self._limits_for(base_url, request.model, api_key)
-        store = self._store_for(base_url, request.model, limits)
+        model = self._model(*_endpoint(client, request.model))
         if key is None:
             key = head_key(request.messages, system=request.system, model=request.model)
-        return store.get(key), limits
+        return model.store.get(key), model.limits
 
     async def aconversation_for(
         self, request: Request, client: Any, key: str | None
     ) -> tuple[Conversation, _Limits]:
         """:meth:`conversation_for` with discovery that never blocks the event loop."""
-        base_url, api_key = _endpoint(client)
-        limits = self._limits_for(base_url, request.model, api_key)
-        if self.options.manager is None:
+        limits = self._model(*_endpoint(client, request.model)).limits
+        # A template manager carries its own window, but a count API's probe reads the
+        # tokenizer family from the model's limits: found here, never by a sync read.
+        if self.options.manager is None or limits.counter is not None:
             await limits.info.aget()
         if limits.counter is not None:
             await limits.counter.aget()
         return self.conversation_for(request, client, key)
 
-    def _limits_for(self, base_url: str, model: str, api_key: str | None) -> _Limits:
-        with self._lock:
-            found = self._limits.get((base_url, model))
-            if found is not None:
-                return found
-            vendor_host = is_default_host(base_url, _VENDOR_HOSTS[self.vendor])
-            discover = (not vendor_host) if self.discover is None else self.discover
-            info = ModelInfoSource(
+    def _model(self, base_url: str, model: str, api_key: str | None) -> _Model:
+        return self._models.get(_ModelKey(base_url, model, api_key))
+
+    def _new_model(self, key: _ModelKey) -> _Model:
+        # Runs under the models' lock: it only builds sources, it never discovers.
+        limits = self._known(key.model)
+        if limits is None:
+            limits = self._new_limits(key)
+        store = self.options.store(lambda: self._new_manager(key.model, limits))
+        return _Model(limits, store)
+
+    def _known(self, model: str) -> _Limits | None:
+        found = self.known_limits(model) if self.known_limits is not None else None
+        if found is None:
+            return None
+        info, counter = found
+        return _Limits(_Known(info), None if counter is None else _Known(counter))
+
+    def _new_limits(self, key: _ModelKey) -> _Limits:
+        base_url, model, api_key = key.base_url, key.model, key.api_key
+        vendor_host = is_default_host(base_url, _VENDOR_HOSTS[self.vendor])
+        info = ModelInfoSource(
+            model,
+            explicit=self.options.model_info,
+            discover=not vendor_host and self.discover is not False,
+            base_url=base_url,
+            api_key=api_key,
+            timeout=self.discovery_timeout,
+        )
+        counter = None
+        # A vendor's own host has a known count API: no probe, only what the docs name.
+        if self.discover is not False:
+            counter = CounterSource(
                 model,
-                explicit=self.options.model_info,
-                discover=discover and not vendor_host,
                 base_url=base_url,
                 api_key=api_key,
+                vendor=self.vendor if vendor_host else None,
+                family=lambda: info.get().tokenizer,
                 timeout=self.discovery_timeout,
             )
-            counter = None
-            if discover:
-                counter = CounterSource(
-                    model,
-                    base_url=base_url,
-                    api_key=api_key,
-                    vendor=self.vendor if vendor_host else None,
-                    family=lambda: info.get().tokenizer,
-                    timeout=self.discovery_timeout,
-                )
-            found = self._limits[(base_url, model)] = _Limits(info, counter)
-            return found
-
-    def _store_for(self, base_url: str, model: str, limits: _Limits) -> ConversationStore:
-        with self._lock:
-            store = self._stores.get((base_url, model))
-            if store is None:
-                store = self.options.store(lambda: self._new_manager(model, limits))
-                self._stores[(base_url, model)] = store
-            return store
+        return _Limits(info, counter)
 
     def _new_manager(self, model: str, limits: _Limits) -> ContextWindowManager:
         # A template carries its own window: no discovery for it.
@@ -285,6 +351,27 @@ class Guard:
         send.fit = fit
         send.kwargs = fitted_kwargs(request, fit)
 
+    async def arefit(self, send: Send) -> None:
+        """:meth:`refit` on the event loop: a remote count is awaited, and no thread
+        lock is held across it (the loop takes the same conversation's lock).
+
+        Raises:
+            ContextTruncatedError: the request cannot fit even so; nothing may be sent.
+        """
+        request = send.request
+        fit = await send.conversation.afit(
+            request.messages,
+            tools=request.tools,
+            max_tokens=request.requested,
+            system=request.system,
+            format=request.api.format,
+            safety=REACTIVE_SAFETY_TOKENS,
+        )
+        for event in fit.events:
+            self.emit(event)
+        send.fit = fit
+        send.kwargs = fitted_kwargs(request, fit)
+
     def emit(self, event: Event) -> None:
         """Give an event to the sinks."""
         if self.sinks:
@@ -346,7 +433,7 @@ class Send:
             conversation.failed(error, latest=conversation.is_latest(self._number))
 
 
-def _endpoint(client: Any) -> tuple[str, str | None]:
+def _endpoint(client: Any, model: str) -> tuple[str, str, str | None]:
     base_url = str(getattr(client, "base_url", "") or "")
     api_key = getattr(client, "api_key", None)
-    return base_url, api_key if isinstance(api_key, str) and api_key else None
+    return base_url, model, api_key if isinstance(api_key, str) and api_key else None
