@@ -13,7 +13,11 @@ This module is the thin adapter between that core and a server:
   pointed at the upstream (the guard reads an endpoint from a client's ``base_url`` and
   ``api_key``; :class:`_Endpoint` is that, with the proxy's own key or none, never a
   client's), with the proxy's idle timeout for conversations. The reactive refit after
-  an upstream overflow is :meth:`Guard.refit`.
+  an upstream overflow is :meth:`Guard.arefit`, on the event loop.
+- A model the upstream did not list at startup gets the startup model's limits and
+  count endpoint (:meth:`ProxyGuards.known`) when startup discovery found them: the
+  model name comes from the client, so a client cycling names must not cause one
+  discovery and one count-endpoint probe upstream per name.
 - :class:`UpstreamRefusal` carries an upstream error answer in the attributes an SDK
   status error has, so ``Send.failed`` and ``classify_failure`` read it as they read an
   SDK's.
@@ -25,6 +29,7 @@ from collections.abc import Iterable
 
 import httpx2
 
+from ..accounting.remote import RemoteCounter
 from ..catalog import ModelInfo
 from ..events import Event
 from ..guard._apis import ANTHROPIC_MESSAGES, Api
@@ -75,6 +80,7 @@ class ProxyGuards:
 
     def __init__(self, config: ProxyConfig, upstream: UpstreamInfo, sinks: Iterable[Sink]) -> None:
         sinks = tuple(sinks)
+        self._upstream = upstream
         explicit: ModelInfo | None = upstream.explicit
         self._guards = {
             vendor: Guard(
@@ -89,11 +95,21 @@ class ProxyGuards:
                 discover=None,
                 discovery_timeout=config.discovery_timeout,
                 ttl_seconds=config.ttl_seconds,
+                max_models=config.max_models,
+                known_limits=self.known,
             )
             for vendor in ("openai", "anthropic")
         }
         # The proxy's own key, or none: a client's key never reaches discovery or counts.
         self._endpoint = _Endpoint(upstream.root + "/v1", config.api_key)
+
+    def known(self, model: str) -> tuple[ModelInfo, RemoteCounter | None] | None:
+        """The startup discovery's limits for a model the upstream did not list (None:
+        the model was listed or is the startup model, or startup found no window)."""
+        upstream = self._upstream
+        if upstream.model_info is None or model == upstream.model or model in upstream.listed:
+            return None
+        return upstream.model_info, upstream.counter
 
     def for_api(self, api: Api) -> Guard:
         """The guard that fits calls of ``api``."""

@@ -17,9 +17,18 @@ Invariants:
 
 - A request that cannot fit is answered 400 ``context_truncated`` in the API's own
   error shape, with the numbers, and the upstream is not contacted.
+- A body larger than ``max_body_bytes`` is answered 413 ``request_too_large`` in the
+  API's own shape, without reading the rest of it or contacting the upstream.
+- Every request the proxy refuses itself, without contacting the upstream, emits a
+  ``proxy_refused`` event (``context_truncated``, ``invalid_request``,
+  ``request_too_large``); an upstream error, and an upstream that cannot be reached,
+  emits a ``provider_error`` event instead.
 - Bad input (a body that is not a JSON object, messages that are not a list, a bad
   ``max_tokens`` ...) is answered 400 in the API's own shape naming the problem; the
   proxy never answers with a traceback.
+- An upstream that cannot be reached, times out, or drops the connection before the
+  whole answer of a fitted route was read is answered 502 (504 on a timeout) in the
+  API's own shape; the send learns it failed and ``upstream_errors_total`` counts it.
 - An upstream context overflow gets one reactive refit (the manager learns from the
   refusal, the request is fitted again with the reactive safety margin of 100 tokens)
   and is sent once more; any other upstream error, and a second overflow, goes back
@@ -42,7 +51,6 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Final
 
-import anyio.to_thread
 import httpx2
 from starlette.applications import Starlette
 from starlette.requests import Request as HttpRequest
@@ -183,13 +191,13 @@ class _Proxy:
         declared = request.headers.get("content-length")
         limit = self.config.max_body_bytes
         if declared is not None and declared.isdigit() and int(declared) > limit:
-            return self._error(route, 413, f"the request body is larger than {limit} bytes")
+            return self._too_large(route)
         chunks: list[bytes] = []
         size = 0
         async for chunk in request.stream():
             size += len(chunk)
             if size > limit:
-                return self._error(route, 413, f"the request body is larger than {limit} bytes")
+                return self._too_large(route)
             chunks.append(chunk)
         raw = b"".join(chunks)
         try:
@@ -242,8 +250,10 @@ class _Proxy:
         except httpx2.HTTPError as exc:
             return self._unreachable(route, exc, send)
         if answer.status_code >= 400:
-            raw = await answer.aread()
-            await answer.aclose()
+            raw_or_error = await _read_all(answer)
+            if isinstance(raw_or_error, httpx2.HTTPError):
+                return self._unreachable(route, raw_or_error, send)
+            raw = raw_or_error
             failure = classify_failure(status=answer.status_code, body=raw, headers=answer.headers)
             self.metrics.inc("upstream_errors_total", failure.kind.value)
             retry = (
@@ -254,7 +264,7 @@ class _Proxy:
                 send.failed(UpstreamRefusal(answer, raw))
             if retry and send is not None:
                 try:
-                    await anyio.to_thread.run_sync(self.guards.for_api(route.api).refit, send)
+                    await self.guards.for_api(route.api).arefit(send)
                 except ContextTruncatedError as exc:
                     return self._refuse(route, exc)
                 self.metrics.inc("refits_total", route.label)
@@ -271,17 +281,22 @@ class _Proxy:
                 status_code=answer.status_code,
                 headers=response_headers(answer.headers.items()),
             )
-        raw = await answer.aread()
-        await answer.aclose()
+        raw_or_error = await _read_all(answer)
+        if isinstance(raw_or_error, httpx2.HTTPError):  # cut off after its headers
+            return self._unreachable(route, raw_or_error, send)
+        raw = raw_or_error
         if send is not None:
             send.usage(_usage_of_body(raw))
         return Response(raw, answer.status_code, headers=response_headers(answer.headers.items()))
 
     # -- answers the proxy gives itself -----------------------------------------------
 
-    def _error(self, route: _Route, status: int, message: str) -> Response:
-        body = error_body(route.anthropic, f"windowguard proxy: {message}", code="invalid_request")
-        return JSONResponse(body, status_code=status)
+    def _too_large(self, route: _Route) -> Response:
+        limit = self.config.max_body_bytes
+        message = f"windowguard proxy: the request body is larger than {limit} bytes"
+        self.emit(ProxyRefused(api=route.api.name, code="request_too_large", message=message))
+        body = error_body(route.anthropic, message, code="request_too_large")
+        return JSONResponse(body, status_code=413)
 
     def _bad_request(self, route: _Route, message: str) -> Response:
         message = f"windowguard proxy: {message}"
@@ -384,6 +399,17 @@ def _kind_of_status(status: int) -> str:
 def _asked_usage(send: Send) -> bool:
     options = send.request.kwargs.get("stream_options")
     return isinstance(options, dict) and bool(options.get("include_usage"))
+
+
+async def _read_all(answer: httpx2.Response) -> bytes | httpx2.HTTPError:
+    """The whole body of an upstream answer, or the error that cut it short (the
+    connection dropped after the headers, a read timeout); the answer is closed."""
+    try:
+        return await answer.aread()
+    except httpx2.HTTPError as exc:
+        return exc
+    finally:
+        await answer.aclose()
 
 
 def _usage_of_body(raw: bytes) -> object:

@@ -54,6 +54,8 @@ class ProxyConfig:
         events: a JSONL file for the events (created ``0600``), or None.
         otel: send the events to OpenTelemetry (the configured global providers).
         max_conversations: conversations remembered per model (LRU).
+        max_models: models whose limits and conversations are remembered (LRU; the
+            names come from clients).
         ttl_seconds: a conversation idle this long is forgotten (None: never).
         safety: tokens kept free below the window (None: the default 500).
         upstream_timeout: seconds to wait for the upstream's next byte.
@@ -70,6 +72,7 @@ class ProxyConfig:
     events: str | None = None
     otel: bool = False
     max_conversations: int = 1024
+    max_models: int = 256
     ttl_seconds: float | None = 3600.0
     safety: int | None = None
     upstream_timeout: float = 600.0
@@ -82,6 +85,8 @@ class ProxyConfig:
             raise ConfigurationError(f"--window must be a positive int, got {self.window!r}")
         if not 0 <= self.port <= 65535:
             raise ConfigurationError(f"--port must be 0..65535, got {self.port}")
+        if isinstance(self.max_models, bool) or self.max_models < 1:
+            raise ConfigurationError(f"max_models must be >= 1, got {self.max_models}")
         if self.max_body_bytes < 1:
             raise ConfigurationError(f"max_body_bytes must be >= 1, got {self.max_body_bytes}")
 

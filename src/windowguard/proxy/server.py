@@ -8,7 +8,9 @@ benchmarks and programs that embed the proxy.
 Invariants: the socket is bound before the server starts, so ``port=0`` gives a free
 port that :attr:`ProxyServer.port` reports; uvicorn's access log is off (a query string
 may carry a key) and nothing here logs a header; :meth:`ProxyServer.close` stops the
-server, closes its sinks and joins its thread before it returns.
+server, closes its sinks and joins its thread before it returns; a start that fails
+(the port cannot be bound, the events file cannot be opened) leaves no socket or file
+open.
 """
 
 from __future__ import annotations
@@ -36,7 +38,13 @@ def _sinks(config: ProxyConfig, extra: Iterable[Sink]) -> Iterator[tuple[Sink, .
     sinks: list[Sink] = list(extra)
     jsonl: JsonlSink | None = None
     if config.events is not None:
-        jsonl = JsonlSink(config.events)
+        try:
+            jsonl = JsonlSink(config.events)
+        except OSError as exc:
+            raise ConfigurationError(
+                f"--events {config.events}: the events file cannot be opened "
+                f"({exc.strerror or type(exc).__name__})"
+            ) from exc
         sinks.append(jsonl)
     if config.otel:
         sinks.append(OpenTelemetrySink(provider_name="windowguard-proxy"))
@@ -86,14 +94,14 @@ def serve(config: ProxyConfig, *, out: IO[str] | None = None) -> int:
 
     Raises:
         ConfigurationError: nothing is known of the upstream's window and no
-            ``--window`` was given.
+            ``--window`` was given, or the ``--events`` file cannot be opened.
         OSError: the port cannot be bound.
     """
     out = out or sys.stdout
     upstream = discover_upstream(config)
     sock = _bind(config.host, config.port)
     port = sock.getsockname()[1]
-    with _sinks(config, ()) as sinks:
+    with contextlib.closing(sock), _sinks(config, ()) as sinks:
         app = create_app(config, upstream, sinks=sinks)
         for line in upstream.describe():
             print(f"windowguard proxy: {line}", file=out)
@@ -150,17 +158,20 @@ class ProxyServer:
         """Bind, start serving on a thread, and wait until it accepts connections.
 
         Raises:
-            ConfigurationError: already started, or the server did not come up.
+            ConfigurationError: already started, the ``events`` file cannot be opened,
+                or the server did not come up.
+            OSError: the port cannot be bound.
         """
         if self._server is not None:
             raise ConfigurationError("this proxy is already running")
-        stack = contextlib.ExitStack()
-        sinks = stack.enter_context(_sinks(self.config, self._extra))
-        sock = _bind(self.config.host, self.config.port)
-        stack.callback(sock.close)
-        self._port = sock.getsockname()[1]
-        self.app = create_app(self.config, self.upstream, sinks=sinks)
-        server = _uvicorn(self.app, self.config, "warning")
+        with contextlib.ExitStack() as opening:
+            sock = _bind(self.config.host, self.config.port)
+            opening.callback(sock.close)
+            sinks = opening.enter_context(_sinks(self.config, self._extra))
+            self._port = sock.getsockname()[1]
+            self.app = create_app(self.config, self.upstream, sinks=sinks)
+            server = _uvicorn(self.app, self.config, "warning")
+            stack = opening.pop_all()  # opened: close() closes them from now on
         thread = threading.Thread(
             target=server.run,
             kwargs={"sockets": [sock]},
