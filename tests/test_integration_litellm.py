@@ -136,11 +136,26 @@ def guard() -> wgl.LiteLLMGuard:
     return wgl.LiteLLMGuard(model_info=wg.ModelInfo(context_window=WINDOW))
 
 
+_CALLBACK_LISTS = (
+    "callbacks",
+    "input_callback",
+    "success_callback",
+    "failure_callback",
+    "_async_input_callback",
+    "_async_success_callback",
+    "_async_failure_callback",
+)
+
+
 @pytest.fixture(autouse=True)
 def _no_callbacks() -> Iterator[None]:
-    saved = list(litellm.callbacks)
+    # LiteLLM copies litellm.callbacks into its own lists, keeping one logger per class:
+    # a test's logger would shadow the next test's, so every list is put back.
+    names = [name for name in _CALLBACK_LISTS if isinstance(getattr(litellm, name, None), list)]
+    saved = {name: list(getattr(litellm, name)) for name in names}
     yield
-    litellm.callbacks = saved
+    for name, value in saved.items():
+        setattr(litellm, name, value)
     # A sync LiteLLM call leaves an event loop set on the thread (for its async logging
     # callbacks); close it so it is not left for the garbage collector.
     try:
@@ -323,6 +338,57 @@ def test_the_proxy_logger_guards_requests_and_takes_usage_from_callbacks(
     # Callbacks run as tasks: one that lands after the next send was fitted is dropped as
     # stale, never misattributed (measured: all 20 land with the pause above).
     assert _usage_fed_back(fits, records) >= CALLS * 3 // 4
+
+
+@pytest.mark.parametrize("client_asks", [False, True])
+def test_the_proxy_logger_leaves_a_streams_usage_chunk_to_the_client(
+    script: Script, client_asks: bool
+) -> None:
+    """A proxy client that did not ask for usage gets no usage-only chunk (empty
+    ``choices``): the logger does not add ``include_usage``, and such a stream feeds no
+    usage back (LiteLLM's assembled usage is its own estimate). One that asked gets it,
+    and its usage is fed back."""
+    logger = wgl.WindowGuardLogger(model_info=wg.ModelInfo(context_window=WINDOW))
+    litellm.callbacks = [logger]
+    asked = {"stream_options": {"include_usage": True}} if client_asks else {}
+
+    async def loop(emu: Emulator) -> tuple[list[wg.Fit], list[Any]]:
+        messages = _start()
+        fits: list[wg.Fit] = []
+        chunks: list[Any] = []
+        for _ in range(4):
+            data = _call(
+                emu, model=MODEL, messages=list(messages), max_tokens=1000, stream=True, **asked
+            )
+            data = await logger.async_pre_call_hook(
+                user_api_key_dict=UserAPIKeyAuth(),
+                cache=DualCache(),
+                data=data,
+                call_type="acompletion",
+            )
+            assert logger.guard.last_fit is not None
+            fits.append(logger.guard.last_fit)
+            stream = await litellm.acompletion(**data)
+            these = [chunk async for chunk in stream]
+            chunks.extend(these)
+            await asyncio.sleep(0.05)  # LiteLLM runs its success callbacks as tasks
+            built = litellm.stream_chunk_builder(these, messages=messages)
+            _answer(messages, built.choices[0].message)
+        return fits, chunks
+
+    with Emulator(flavor="openai", context_window=WINDOW, scenario=script) as emu:
+        fits, chunks = asyncio.run(loop(emu))
+        records = emu.records
+    assert [r.status for r in records] == [200] * 4
+    bodies = [request.body for request in script.requests]
+    measured = [e for fit in fits for e in fit.events if isinstance(e, wg.UsageMeasured)]
+    if client_asks:
+        assert all(body["stream_options"] == {"include_usage": True} for body in bodies)
+        assert _usage_fed_back(fits, records) == 3
+    else:
+        assert all("stream_options" not in body for body in bodies)
+        assert all(chunk.choices for chunk in chunks)  # choices[0] is always there
+        assert measured == []  # nothing reported, nothing fed back
 
 
 def test_a_request_that_cannot_fit_is_refused_before_litellm_is_called(

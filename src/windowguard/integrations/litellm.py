@@ -12,8 +12,11 @@ Two hooks, both over OpenAI-format chat messages (dicts or LiteLLM ``Message`` o
 - :class:`WindowGuardLogger`, a ``CustomLogger`` for the LiteLLM proxy: its
   ``async_pre_call_hook`` fits ``data["messages"]`` and ``max_tokens`` in place before
   the proxy routes the request, and its success / failure callbacks feed the usage back.
-  The proxy calls ``async_pre_call_hook`` only for proxy requests, never for SDK calls;
-  SDK users take :func:`completion` / :func:`acompletion`.
+  It never adds ``stream_options.include_usage`` (the proxy would pass the usage-only
+  last chunk, with empty ``choices``, on to a client that did not ask for it): a proxy
+  stream whose client did not ask for usage feeds none back, and the next fit says
+  ``NO_USAGE``. The proxy calls ``async_pre_call_hook`` only for proxy requests, never
+  for SDK calls; SDK users take :func:`completion` / :func:`acompletion`.
 
 Invariants:
 
@@ -69,6 +72,9 @@ __all__ = ["LiteLLMGuard", "WindowGuardLogger", "acompletion", "completion"]
 
 SEND_TAG: Final = "windowguard_send"
 """The metadata key a logger-fitted request carries: ``"<conversation key>:<send>"``."""
+UNREPORTED_TAG: Final = "windowguard_stream_unreported"
+"""Set (True) beside :data:`SEND_TAG` on a proxy stream whose client did not ask for
+usage: the usage LiteLLM assembles for it is its own estimate, never fed back."""
 
 _CHAT_CALL_TYPES: Final = frozenset({"completion", "acompletion"})
 
@@ -153,15 +159,21 @@ class LiteLLMGuard:
         return store.get(head_key(messages, model=model))
 
     def fit_request(
-        self, request: MutableMapping[str, Any], *, model_info: ModelInfo | None = None
+        self,
+        request: MutableMapping[str, Any],
+        *,
+        model_info: ModelInfo | None = None,
+        include_usage: bool = True,
     ) -> _Send:
         """Fit a LiteLLM chat request in place: ``messages``, the reply budget and, for a
-        stream, ``stream_options.include_usage``.
+        stream, ``stream_options.include_usage`` (unless ``include_usage=False``).
 
         Args:
             request: LiteLLM keyword arguments (``model``, ``messages``, ``tools``,
                 ``max_tokens`` ...), or the proxy's request body.
             model_info: this request's limits (else the guard's, else the catalog's).
+            include_usage: ask a stream for usage when the caller did not; the proxy
+                logger passes False, since the usage-only chunk would reach its client.
 
         Returns:
             The send, to hand its usage to :meth:`record`.
@@ -197,7 +209,7 @@ class LiteLLMGuard:
             emit(event, self.sinks)
         request["messages"] = fit.messages
         request[budget_key] = fit.max_tokens
-        if request.get("stream"):
+        if include_usage and request.get("stream"):
             options = request.get("stream_options")
             if options is None:
                 request["stream_options"] = {"include_usage": True}
@@ -365,12 +377,12 @@ class WindowGuardLogger(CustomLogger):
         """
         if call_type not in _CHAT_CALL_TYPES or not isinstance(data.get("messages"), list):
             return data
-        send = self.guard.fit_request(data)
+        send = self.guard.fit_request(data, include_usage=False)
         metadata = data.get("metadata")
-        data["metadata"] = {
-            **(metadata if isinstance(metadata, Mapping) else {}),
-            SEND_TAG: send.tag,
-        }
+        tags: dict[str, object] = {SEND_TAG: send.tag}
+        if data.get("stream") and not _asks_usage(data.get("stream_options")):
+            tags[UNREPORTED_TAG] = True
+        data["metadata"] = {**(metadata if isinstance(metadata, Mapping) else {}), **tags}
         return data
 
     async def async_log_success_event(
@@ -398,16 +410,19 @@ class WindowGuardLogger(CustomLogger):
         self._record(kwargs, None, kwargs.get("exception"))
 
     def _record(self, kwargs: Mapping[str, Any], usage: object, error: object) -> None:
-        send = self.guard.send_of(_tag_of(kwargs))
-        if send is None:
+        tags = _tags_of(kwargs)
+        send = None if tags is None else self.guard.send_of(tags[SEND_TAG])
+        if tags is None or send is None:
             return
         if isinstance(error, BaseException):
             self.guard.failed(send, error)
         else:
-            self.guard.record(send, usage)
+            # A stream that reported no usage: what LiteLLM assembled is an estimate.
+            self.guard.record(send, None if tags.get(UNREPORTED_TAG) is True else usage)
 
 
-def _tag_of(kwargs: Mapping[str, Any]) -> object:
+def _tags_of(kwargs: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The metadata carrying the request's :data:`SEND_TAG`, wherever LiteLLM put it."""
     params = kwargs.get("litellm_params")
     for holder in (
         params.get("metadata") if isinstance(params, Mapping) else None,
@@ -415,8 +430,13 @@ def _tag_of(kwargs: Mapping[str, Any]) -> object:
         kwargs.get("metadata"),
     ):
         if isinstance(holder, Mapping) and SEND_TAG in holder:
-            return holder[SEND_TAG]
+            return holder
     return None
+
+
+def _asks_usage(options: object) -> bool:
+    """Whether a request's ``stream_options`` ask for the usage chunk."""
+    return isinstance(options, Mapping) and options.get("include_usage") is True
 
 
 # -- helpers -----------------------------------------------------------------------------
