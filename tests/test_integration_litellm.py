@@ -17,9 +17,15 @@ import asyncio
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import litellm
 import pytest
+from litellm.caching.dual_cache import DualCache
+from litellm.proxy._types import UserAPIKeyAuth
 
-litellm = pytest.importorskip("litellm")
+import windowguard as wg
+from windowguard.emulator import Emulator, EmulatorRequest, Reply
+from windowguard.emulator.scenarios import ToolCall
+from windowguard.integrations import litellm as wgl
 
 # LiteLLM's own pydantic usage warns (schemas of its ReadOnly TypedDicts built lazily on
 # first use; its stream handler reading ``model_fields`` off an instance), and
@@ -30,14 +36,6 @@ pytestmark = [
         "ignore:Accessing the 'model_.*' attribute on the instance is deprecated"
     ),
 ]
-
-from litellm.caching.dual_cache import DualCache  # noqa: E402
-from litellm.proxy._types import UserAPIKeyAuth  # noqa: E402
-
-import windowguard as wg  # noqa: E402
-from windowguard.emulator import Emulator, EmulatorRequest, Reply  # noqa: E402
-from windowguard.emulator.scenarios import ToolCall  # noqa: E402
-from windowguard.integrations import litellm as wgl  # noqa: E402
 
 WINDOW = 8192
 MODEL = "openai/emulated-model"

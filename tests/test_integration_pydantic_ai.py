@@ -16,9 +16,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pytest
-
-pytest.importorskip("pydantic_ai")
-
 from pydantic_ai import Agent, ModelRetry, PydanticAIDeprecationWarning
 from pydantic_ai import messages as pm
 from pydantic_ai._utils import get_event_loop
