@@ -9,6 +9,7 @@ upstream the test starts on 127.0.0.1; clients are the real ``openai`` SDK or pl
 from __future__ import annotations
 
 import http.server
+import itertools
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,8 @@ from typing import Any, ClassVar
 import httpx2
 import openai
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import windowguard as wg
 from windowguard.cli import main
@@ -24,6 +27,7 @@ from windowguard.discovery import clear_discovery_cache
 from windowguard.emulator import Emulator
 from windowguard.events import Event, ProviderErrorEvent, ProxyRefused
 from windowguard.proxy import ProxyConfig, ProxyServer
+from windowguard.proxy._wire import SseUsage
 
 MODEL = "emulated-model"
 
@@ -208,3 +212,41 @@ def test_an_events_file_that_cannot_be_opened_stops_the_cli_with_one_line(
     assert "--events" in err and "cannot be opened" in err
     assert "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
+
+
+_BIG_EVENT = (
+    b'data: {"object":"chat.completion.chunk","choices":[{"delta":{"content":"'
+    + (b"x" * 3000)
+    + b'"}}],"usage":null}\n\n'
+)
+_USAGE_EVENT = (
+    b'data: {"object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":7,'
+    b'"completion_tokens":2,"total_tokens":9}}\n\n'
+)
+_BIG_STREAM = _BIG_EVENT + _BIG_EVENT + _USAGE_EVENT + b"data: [DONE]\n\n"
+
+
+@given(cuts=st.lists(st.integers(min_value=0, max_value=len(_BIG_STREAM)), max_size=12))
+def test_sse_usage_holds_at_most_the_limit_of_an_unfinished_event(cuts: list[int]) -> None:
+    bounds = sorted({0, len(_BIG_STREAM), *cuts})
+    pieces = [_BIG_STREAM[a:b] for a, b in itertools.pairwise(bounds)]
+    for strip in (False, True):
+        seen: list[object] = []
+        reader = SseUsage(seen.append, strip_usage_chunk=strip, max_event_bytes=256)
+        out = b""
+        for piece in pieces:
+            out += reader.feed(piece)
+            assert len(reader._buffer) <= 256  # bounded, whatever arrives
+        out += reader.close()
+        # Oversized events pass on byte for byte; parsing resumes after them.
+        assert seen == [{"prompt_tokens": 7, "completion_tokens": 2, "total_tokens": 9}]
+        expected = _BIG_STREAM if not strip else _BIG_STREAM.replace(_USAGE_EVENT, b"")
+        assert out == expected
+
+
+def test_sse_usage_passes_a_body_that_is_not_an_event_stream_on_unheld() -> None:
+    body = b'{"id": "x", "text": "' + b"y" * 5000 + b'"}'
+    reader = SseUsage(lambda usage: None, strip_usage_chunk=False, max_event_bytes=256)
+    out = b"".join(reader.feed(body[i : i + 100]) for i in range(0, len(body), 100))
+    assert len(out) >= len(body) - 256 - 100
+    assert out + reader.close() == body

@@ -9,9 +9,11 @@ Invariants:
 - Hop-by-hop headers (RFC 9110 section 7.6.1) and the ones the proxy recomputes
   (``host``, ``content-length``) never cross it; nothing else is changed but the
   credentials, and only when the proxy was given its own key.
-- :class:`SseUsage` reads server-sent events as they pass and never holds more than
-  one unfinished line: it hands each complete event's ``data`` to a callback and the
-  bytes go on untouched.
+- :class:`SseUsage` reads server-sent events as they pass: it holds back at most one
+  unfinished event, hands each complete event's ``data`` to a callback, and the bytes
+  go on untouched. An unfinished event (or a body that is not an event stream) that
+  grows past :data:`MAX_EVENT_BYTES` is passed on as it arrives, unparsed, up to the end
+  of that event: memory stays bounded, and only a usage inside such an event is missed.
 """
 
 from __future__ import annotations
@@ -45,6 +47,10 @@ HOP_BY_HOP: Final = frozenset(
     }
 )
 _CREDENTIALS: Final = ("authorization", "x-api-key")
+
+MAX_EVENT_BYTES: Final = 1024 * 1024
+"""The most of one unfinished server-sent event :class:`SseUsage` holds back to parse."""
+_SEPARATOR_TAIL: Final = 3  # a blank line split across reads: keep its first bytes
 
 
 def openai_error(
@@ -177,17 +183,29 @@ class SseUsage:
     Completions chunk the proxy asked for on the client's behalf. The first usage seen
     goes to ``on_usage``.
 
+    An event still unfinished past ``max_event_bytes`` is passed on as it arrives,
+    unparsed, until it ends: the reader never holds more than that (plus one read).
+
     Args:
         on_usage: called once, with the first usage found.
         strip_usage_chunk: drop the usage-only chunk (the client did not ask for it).
+        max_event_bytes: the most of one unfinished event held back to parse.
     """
 
-    __slots__ = ("_buffer", "_on_usage", "_reported", "_strip")
+    __slots__ = ("_buffer", "_limit", "_on_usage", "_reported", "_skipping", "_strip")
 
-    def __init__(self, on_usage: Callable[[object], None], *, strip_usage_chunk: bool) -> None:
+    def __init__(
+        self,
+        on_usage: Callable[[object], None],
+        *,
+        strip_usage_chunk: bool,
+        max_event_bytes: int = MAX_EVENT_BYTES,
+    ) -> None:
         self._on_usage = on_usage
         self._strip = strip_usage_chunk
+        self._limit = max_event_bytes
         self._reported = False
+        self._skipping = False  # inside an oversized event: pass bytes on unparsed
         self._buffer = b""
 
     def feed(self, chunk: bytes) -> bytes:
@@ -199,13 +217,23 @@ class SseUsage:
             if end < 0:
                 break
             event, self._buffer = self._buffer[:end], self._buffer[end:]
-            if self._keep(event):
+            if self._skipping:
+                self._skipping = False  # the oversized event's end: parse again after it
                 out.append(event)
+            elif self._keep(event):
+                out.append(event)
+        if self._skipping or len(self._buffer) > self._limit:
+            self._skipping = True
+            cut = max(len(self._buffer) - _SEPARATOR_TAIL, 0)
+            out.append(self._buffer[:cut])
+            self._buffer = self._buffer[cut:]
         return b"".join(out)
 
     def close(self) -> bytes:
         """The stream ended: whatever is left (an unterminated last event)."""
         rest, self._buffer = self._buffer, b""
+        if self._skipping:
+            return rest
         return rest if rest and self._keep(rest) else b""
 
     def _keep(self, event: bytes) -> bool:
