@@ -1005,3 +1005,59 @@ def test_the_vendors_own_host_uses_its_count_api_by_default(
         conversation, _ = state.conversation_for(state.request(api, kwargs), client, "k")
         remote = conversation.manager.remote  # made, never called: no network
         assert (type(remote).__name__ if remote is not None else None) == expected
+
+
+def test_an_async_guard_with_a_template_manager_never_blocks_the_loop_discovering() -> None:
+    import http.server
+    import threading
+    import time
+
+    from windowguard.guard._apis import CHAT
+
+    class Slow(http.server.BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            time.sleep(0.4)  # every discovery and probe request is slow
+            self.send_response(404)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        do_GET = _answer
+        do_POST = _answer
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return None
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Slow)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    template = wg.ContextWindowManager(model_info=wg.ModelInfo(context_window=8_192))
+    state = _bare_guard(discover=True, manager=template, discovery_timeout=1.0)
+    endpoint = _Endpoint(f"http://127.0.0.1:{server.server_address[1]}/v1")
+    request = state.request(CHAT, {"model": MODEL, "messages": [{"role": "user", "content": TASK}]})
+
+    async def run() -> float:
+        gaps: list[float] = []
+        done = False
+
+        async def tick() -> None:
+            last = time.monotonic()
+            while not done:
+                await asyncio.sleep(0.01)
+                now = time.monotonic()
+                gaps.append(now - last)
+                last = now
+
+        ticker = asyncio.create_task(tick())
+        await asyncio.sleep(0.05)  # the ticker is running
+        conversation, _ = await state.aconversation_for(request, endpoint, "k")
+        done = True
+        await ticker
+        assert conversation.manager.context_window == 8_192  # the template's own window
+        return max(gaps)
+
+    try:
+        assert asyncio.run(run()) < 0.3
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
