@@ -497,6 +497,26 @@ def test_discovery_is_cached_and_async_shares_the_cache(o200k: TokenCounter) -> 
     assert discover_counter(url, "m", timeout=1.0) is None
 
 
+def test_the_counter_cache_is_bounded_least_recently_used_first(
+    o200k: TokenCounter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import windowguard.accounting.remote._discover as found
+
+    monkeypatch.setattr(found, "CACHE_ENTRIES", 3)
+    clear_counter_cache()
+    with Emulator(flavor="vllm", tokenizer=o200k) as emu:
+        url = emu.base_url
+        assert isinstance(discover_counter(url, "m"), VLLMTokenizeCounter)
+        for n in range(6):  # a caller cycling model names
+            discover_counter(url, f"cycled-{n}")
+            assert isinstance(discover_counter(url, "m"), VLLMTokenizeCounter)  # used again
+        assert len(found._cache) <= 3
+    # the server is gone: "m" answers from the cache, "cycled-0" was forgotten
+    assert isinstance(discover_counter(url, "m"), VLLMTokenizeCounter)
+    assert discover_counter(url, "cycled-0", timeout=1.0) is None
+    clear_counter_cache()
+
+
 def test_discovery_and_counts_carry_the_api_key(o200k: TokenCounter) -> None:
     with Emulator(flavor="vllm", tokenizer=o200k, api_key="sk-secret-123") as emu:
         assert discover_counter(emu.base_url, "m") is None  # refused without the key

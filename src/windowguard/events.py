@@ -333,8 +333,9 @@ class GuardPassthrough(Event):
 class ProxyRefused(Event):
     """The proxy answered a request itself, without contacting the upstream.
 
-    ``code`` is ``context_truncated`` (head + newest turn cannot fit) or
-    ``invalid_request`` (bad input); the numbers are set for the former.
+    ``code`` is ``context_truncated`` (head + newest turn cannot fit),
+    ``invalid_request`` (bad input) or ``request_too_large`` (a body above the proxy's
+    limit); the numbers are set for the first.
     """
 
     kind: ClassVar[str] = "proxy_refused"

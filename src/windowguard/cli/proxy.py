@@ -95,6 +95,14 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         help="conversations remembered per model, least recently used forgotten (default 1024)",
     )
     parser.add_argument(
+        "--max-models",
+        type=positive_int,
+        default=256,
+        metavar="N",
+        help="model names whose limits and conversations are remembered, least recently "
+        "used forgotten (default 256)",
+    )
+    parser.add_argument(
         "--ttl",
         type=_positive_float,
         default=3600.0,
@@ -155,6 +163,7 @@ def run(args: argparse.Namespace) -> int:
         events=args.events,
         otel=args.otel,
         max_conversations=args.max_conversations,
+        max_models=args.max_models,
         ttl_seconds=args.ttl,
         safety=args.safety,
         upstream_timeout=args.upstream_timeout,

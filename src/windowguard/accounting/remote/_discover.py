@@ -12,6 +12,7 @@ import json
 import re
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Final
 from urllib.parse import urlsplit
@@ -43,7 +44,11 @@ _KINDS: dict[str, Callable[..., Counter]] = {
     "openai": OpenAIInputTokens,
     "gemini": GeminiCountTokens,
 }
-_cache: dict[tuple[str, str, str | None], _Spec | None] = {}
+CACHE_ENTRIES: Final = 256
+"""Count-API discoveries remembered, least recently used forgotten first (a caller that
+names many models must not grow the cache, nor probe a server, without bound)."""
+
+_cache: OrderedDict[tuple[str, str, str | None], _Spec | None] = OrderedDict()
 _cache_lock = threading.Lock()
 
 
@@ -186,6 +191,7 @@ def discover_counter(
     key = (root, model, template)
     with _cache_lock:
         if key in _cache:
+            _cache.move_to_end(key)
             spec = _cache[key]
             return None if spec is None else _build(spec, base_url, api_key, count_timeout)
     deadline = time.monotonic() + timeout
@@ -200,6 +206,9 @@ def discover_counter(
     spec = box[0] if done.wait(timeout) else None
     with _cache_lock:
         _cache[key] = spec
+        _cache.move_to_end(key)
+        while len(_cache) > CACHE_ENTRIES:
+            _cache.popitem(last=False)
     return None if spec is None else _build(spec, base_url, api_key, count_timeout)
 
 
