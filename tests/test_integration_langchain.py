@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Iterator, Mapping, Sequence
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 
 import windowguard as wg
+from windowguard._conversations import DEFAULT_MAX_MODELS
 from windowguard.emulator import Emulator
 from windowguard.emulator.scenarios import EmulatorRequest, Reply, ToolCall
 from windowguard.integrations.langchain import ContextWindowMiddleware, pre_model_hook
@@ -556,3 +558,23 @@ def test_concurrent_same_head_react_runs_bind_their_own_budgets(
     for record in emu.records:
         assert record.prompt_tokens is not None and record.max_output_tokens is not None
         assert record.prompt_tokens + record.max_output_tokens <= WINDOW
+
+
+def test_per_model_state_stays_bounded_when_model_names_cycle() -> None:
+    # A caller cycling model names: the least recently used model is forgotten, so its
+    # next send starts a new conversation, and memory holds at most DEFAULT_MAX_MODELS.
+    fitter = ContextWindowMiddleware()._fitter
+    messages = [HumanMessage("Fix the failing test.")]
+
+    def conversation(name: str) -> object:
+        chat_model = SimpleNamespace(model_name=name)
+        return fitter.prepare(messages, chat_model=chat_model, tools=(), max_tokens=None)[0]
+
+    first = conversation("model-0")
+    assert conversation("model-0") is first
+    for index in range(1, DEFAULT_MAX_MODELS + 40):
+        conversation(f"model-{index}")
+    assert len(fitter._served) == DEFAULT_MAX_MODELS
+    newest = f"model-{DEFAULT_MAX_MODELS + 39}"
+    assert conversation(newest) is conversation(newest)
+    assert conversation("model-0") is not first

@@ -23,6 +23,7 @@ from litellm.caching.dual_cache import DualCache
 from litellm.proxy._types import UserAPIKeyAuth
 
 import windowguard as wg
+from windowguard._conversations import DEFAULT_MAX_MODELS
 from windowguard.emulator import Emulator, EmulatorRequest, Reply
 from windowguard.emulator.scenarios import ToolCall
 from windowguard.integrations import litellm as wgl
@@ -451,3 +452,18 @@ def test_a_late_report_is_dropped_never_misattributed(guard: wgl.LiteLLMGuard) -
     assert guard.last_fit is not None
     measured = [e.total_tokens for e in guard.last_fit.events if isinstance(e, wg.UsageMeasured)]
     assert measured == [60]
+
+
+def test_per_model_state_stays_bounded_when_model_names_cycle() -> None:
+    # A caller cycling model names: the least recently used model is forgotten (a late
+    # report for its send finds nothing), and memory holds at most DEFAULT_MAX_MODELS.
+    guard = wgl.LiteLLMGuard()
+    messages = [{"role": "user", "content": "Fix the failing test."}]
+    first = guard.fit_request({"model": "openai/model-0", "messages": list(messages)})
+    assert guard.send_of(first.tag) is not None
+    for index in range(1, DEFAULT_MAX_MODELS + 40):
+        guard.fit_request({"model": f"openai/model-{index}", "messages": list(messages)})
+    assert len(guard._stores) == DEFAULT_MAX_MODELS
+    assert guard.send_of(first.tag) is None
+    again = guard.fit_request({"model": "openai/model-0", "messages": list(messages)})
+    assert again.conversation is not first.conversation

@@ -34,6 +34,7 @@ from agents.run_context import RunContextWrapper
 from agents.usage import Usage
 
 import windowguard as wg
+from windowguard._conversations import DEFAULT_MAX_MODELS
 from windowguard.emulator import Emulator, EmulatorRequest, Reply
 from windowguard.emulator.scenarios import ToolCall
 from windowguard.integrations.openai_agents import ContextWindowFilter, call_model_input_filter
@@ -506,3 +507,19 @@ def test_concurrent_runs_with_one_head_feed_each_usage_to_its_own_send() -> None
         previous = (budget, seen[budget])
         seen[budget] += 1
     assert measured > 0
+
+
+def test_per_model_state_stays_bounded_when_model_names_cycle() -> None:
+    # A caller cycling model names: the least recently used model is forgotten (its
+    # conversations too), and memory holds at most DEFAULT_MAX_MODELS.
+    guard = call_model_input_filter()
+    items: list[Any] = [{"role": "user", "content": "Fix the failing test."}]
+    first = guard.conversation_for("model-0", items, "Be brief.")
+    assert guard.find_conversation("model-0", items, "Be brief.") is first
+    for index in range(1, DEFAULT_MAX_MODELS + 40):
+        guard.conversation_for(f"model-{index}", items, "Be brief.")
+    assert len(guard._stores) == DEFAULT_MAX_MODELS
+    newest = f"model-{DEFAULT_MAX_MODELS + 39}"
+    assert guard.find_conversation(newest, items, "Be brief.") is not None
+    assert guard.find_conversation("model-0", items, "Be brief.") is None
+    assert guard.conversation_for("model-0", items, "Be brief.") is not first

@@ -25,6 +25,7 @@ from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
 import windowguard as wg
+from windowguard._conversations import DEFAULT_MAX_MODELS
 from windowguard.emulator import Emulator, EmulatorRequest, Reply
 from windowguard.emulator.scenarios import ToolCall
 from windowguard.integrations.pydantic_ai import WindowGuard, history_processor, to_openai_chat
@@ -330,3 +331,18 @@ def test_bad_options_are_named() -> None:
         history_processor(sinks=["not callable"])  # type: ignore[list-item]
     with pytest.raises(wg.ConfigurationError, match="ModelRequest"):
         to_openai_chat([{"role": "user", "content": "hi"}])  # type: ignore[list-item]
+
+
+def test_per_model_state_stays_bounded_when_model_names_cycle() -> None:
+    # A caller cycling model names: the least recently used model is forgotten, so its
+    # next request starts a new conversation, and memory holds at most DEFAULT_MAX_MODELS.
+    fitter = WindowGuard()._fitter
+    dicts, _ = to_openai_chat([pm.ModelRequest(parts=[pm.UserPromptPart("Fix the test.")])])
+    first = fitter.conversation("model-0", dicts, None)
+    assert fitter.conversation("model-0", dicts, None) is first
+    for index in range(1, DEFAULT_MAX_MODELS + 40):
+        fitter.conversation(f"model-{index}", dicts, None)
+    assert len(fitter._stores) == DEFAULT_MAX_MODELS
+    newest = f"model-{DEFAULT_MAX_MODELS + 39}"
+    assert fitter.conversation(newest, dicts, None) is fitter.conversation(newest, dicts, None)
+    assert fitter.conversation("model-0", dicts, None) is not first

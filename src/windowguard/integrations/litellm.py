@@ -36,7 +36,10 @@ Invariants:
   windowguard catalog for the model name (a provider prefix like ``openai/`` is
   looked through), else LiteLLM's bundled model map, else the conservative fallback.
 - Per-conversation state lives in a :class:`~windowguard._conversations.ConversationStore`
-  keyed by the model and the head.
+  per model (and ``model_info``), keyed by the model and the head. The models are
+  bounded too (a :class:`~windowguard._conversations.ConversationStores` of 256, as
+  ``wg.guard``, least recently used forgotten first): a caller cycling model names
+  cannot grow memory.
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ from .._conversations import (
     DEFAULT_TTL_SECONDS,
     Conversation,
     ConversationStore,
+    ConversationStores,
     ManagerOptions,
     head_key,
 )
@@ -139,8 +143,9 @@ class LiteLLMGuard:
             ttl_seconds=ttl_seconds,
         )
         self.sinks = as_sinks(sinks)
-        self._stores: dict[tuple[str, ModelInfo | None], ConversationStore] = {}
-        self._lock = threading.Lock()
+        self._stores: ConversationStores[tuple[str, ModelInfo | None], ConversationStore] = (
+            ConversationStores(lambda key: self.options.store(lambda: self.options.make(*key)))
+        )
         self.last_fit: Fit | None = None
         """The most recent fit this guard made."""
 
@@ -149,13 +154,7 @@ class LiteLLMGuard:
     def _conversation(
         self, model: str, info: ModelInfo | None, messages: Sequence[object]
     ) -> Conversation:
-        info = info or self.options.model_info
-        with self._lock:
-            store = self._stores.get((model, info))
-            if store is None:
-                store = self._stores[(model, info)] = self.options.store(
-                    lambda: self.options.make(model, info)
-                )
+        store = self._stores.get((model, info or self.options.model_info))
         return store.get(head_key(messages, model=model))
 
     def fit_request(
@@ -245,9 +244,7 @@ class LiteLLMGuard:
         key, _, number = tag.rpartition(":")
         if not number.isdigit():
             return None
-        with self._lock:
-            stores = list(self._stores.values())
-        for store in stores:
+        for store in self._stores.values():
             if key in store:
                 return _Send(store.get(key), int(number))
         return None

@@ -44,7 +44,9 @@ Invariants:
 - Per-conversation state lives in a :class:`~windowguard._conversations.ConversationStore`
   per model, keyed by the run's head (instructions + first user input): a run's calls
   share one conversation, and different runs (or agents, whose instructions differ)
-  get their own.
+  get their own. The models are bounded too (a
+  :class:`~windowguard._conversations.ConversationStores` of 256, as ``wg.guard``, least
+  recently used forgotten first): a caller cycling model names cannot grow memory.
 
 Not fitted: server-side state. With ``previous_response_id`` /
 ``auto_previous_response_id`` / ``conversation_id`` the runner sends only the new
@@ -79,6 +81,7 @@ from .._conversations import (
     DEFAULT_TTL_SECONDS,
     Conversation,
     ConversationStore,
+    ConversationStores,
     ManagerOptions,
     head_key,
 )
@@ -134,8 +137,9 @@ class ContextWindowFilter:
         self.model = model
         self.max_tokens = max_tokens
         self.sinks: tuple[Sink, ...] = as_sinks(sinks)
-        self._lock = threading.Lock()
-        self._stores: dict[str, ConversationStore] = {}
+        self._stores: ConversationStores[str, ConversationStore] = ConversationStores(
+            lambda model: self.options.store(lambda: self.options.make(model))
+        )
         # Per conversation (by its manager): the instructions item it is fitted with.
         self._instructions: weakref.WeakKeyDictionary[
             ContextWindowManager, tuple[str, dict[str, str]]
@@ -234,27 +238,20 @@ class ContextWindowFilter:
     ) -> Conversation:
         """The conversation of a run's call, made on first use (keyed by the head)."""
         key = head_key(items, system=instructions, model=model)
-        return self._store(model).get(key)
+        return self._stores.get(model).get(key)
 
     def find_conversation(
         self, model: str, items: list[TResponseInputItem], instructions: str | None
     ) -> Conversation | None:
         """The conversation a call belongs to, or None when none was fitted (or it was
         forgotten)."""
+        if model not in self._stores:
+            return None
         key = head_key(items, system=instructions, model=model)
-        with self._lock:
-            store = self._stores.get(model)
-        if store is None or key not in store:
+        store = self._stores.get(model)
+        if key not in store:
             return None
         return store.get(key)
-
-    def _store(self, model: str) -> ConversationStore:
-        with self._lock:
-            store = self._stores.get(model)
-            if store is None:
-                store = self.options.store(lambda: self.options.make(model))
-                self._stores[model] = store
-            return store
 
     def _instructions_item(
         self, conversation: Conversation, instructions: str | None

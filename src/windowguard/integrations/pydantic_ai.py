@@ -31,7 +31,10 @@ Invariants:
   the processor takes the usage of the ``ModelResponse`` that directly follows the last
   message it fitted, and ``NO_USAGE`` otherwise.
 - Per-conversation state lives in a :class:`~windowguard._conversations.ConversationStore`
-  keyed by the head, the model name and pydantic-ai's ``conversation_id``.
+  per model name, keyed by the head, the model name and pydantic-ai's
+  ``conversation_id``. The model names are bounded too (a
+  :class:`~windowguard._conversations.ConversationStores` of 256, as ``wg.guard``, least
+  recently used forgotten first): a caller cycling model names cannot grow memory.
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ from .._conversations import (
     DEFAULT_TTL_SECONDS,
     Conversation,
     ConversationStore,
+    ConversationStores,
     ManagerOptions,
     head_key,
 )
@@ -261,18 +265,19 @@ class _Fitter:
 
     options: ManagerOptions
     sinks: tuple[Sink, ...]
-    _stores: dict[str, ConversationStore] = field(default_factory=dict)
+    _stores: ConversationStores[str, ConversationStore] = field(init=False)
+
+    def __post_init__(self) -> None:
+        options = self.options
+        self._stores = ConversationStores(
+            lambda model_name: options.store(lambda: options.make(model_name))
+        )
 
     def conversation(
         self, model_name: str, dicts: Sequence[Mapping[str, Any]], conversation_id: str | None
     ) -> Conversation:
-        store = self._stores.get(model_name)
-        if store is None:
-            store = self._stores[model_name] = self.options.store(
-                lambda: self.options.make(model_name)
-            )
         key = head_key(dicts, model=model_name, extra=[conversation_id])
-        return store.get(key)
+        return self._stores.get(model_name).get(key)
 
     def fit(
         self,

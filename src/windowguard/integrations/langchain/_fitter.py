@@ -8,6 +8,11 @@ Invariants:
   back to the messages they came from).
 - Each fit is numbered (``Conversation.sent()``) in the same locked step, and a
   reply's usage is recorded only while its send is still the conversation's latest.
+- The served models (name, base URL) are bounded: a
+  :class:`~windowguard._conversations.ConversationStores` keeps 256 (as ``wg.guard``),
+  least recently used forgotten first (its conversations' next sends start new runs),
+  so a caller cycling model names cannot grow memory. A model's discovery runs outside
+  every lock.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from ..._conversations import (
     Conversation,
     ConversationStore,
+    ConversationStores,
     ManagerOptions,
     head_key,
 )
@@ -56,8 +62,11 @@ class Fitter:
         self.stream_usage = stream_usage
         # id(chat model) -> (the model, its copy that asks for usage in streams)
         self._reporting: dict[int, tuple[object, object]] = {}
-        # One store per (model name, base URL): each serves its own window.
-        self._stores: dict[tuple[str, str], ConversationStore] = {}
+        # One store per (model name, base URL): each serves its own window. The store is
+        # made on the model's first use, outside the map's lock (discovery does I/O).
+        self._served: ConversationStores[tuple[str, str], _Served] = ConversationStores(
+            lambda _key: _Served()
+        )
         self._lock = threading.Lock()
 
     # -- managers --------------------------------------------------------------------
@@ -86,18 +95,15 @@ class Fitter:
 
     def _store(self, chat_model: object) -> ConversationStore:
         name, base_url, api_key = _describe_model(chat_model)
-        key = (name, base_url)
-        with self._lock:
-            store = self._stores.get(key)
+        served = self._served.get((name, base_url))
+        store = served.store
         if store is not None:
             return store
         prototype = self._prototype(name, base_url, api_key)  # may do discovery I/O
         with self._lock:
-            store = self._stores.get(key)
-            if store is None:
-                store = self.options.store(prototype.copy)
-                self._stores[key] = store
-            return store
+            if served.store is None:
+                served.store = self.options.store(prototype.copy)
+            return served.store
 
     def reporting(self, chat_model: Any) -> Any:
         """``chat_model``, or a copy of it that asks for usage in streams.
@@ -192,6 +198,16 @@ class Fitter:
             gauge = ContextGauge(conversation.manager.context_window)
             for event in gauge.observe(tokens):
                 emit(event, self.sinks)
+
+
+class _Served:
+    """One served model's conversations: None until its first send has made the store
+    (a model that was forgotten meanwhile keeps none; its next send makes a new one)."""
+
+    __slots__ = ("store",)
+
+    def __init__(self) -> None:
+        self.store: ConversationStore | None = None
 
 
 # -- mapping LangChain objects to what the manager counts ---------------------------------
