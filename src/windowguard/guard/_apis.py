@@ -29,7 +29,16 @@ from typing import Any, Final, Literal
 from ..exceptions import ConfigurationError, InvalidTranscriptError
 from ..manager import Fit
 
-__all__ = ["ANTHROPIC_MESSAGES", "CHAT", "RESPONSES", "Api", "Request", "fitted_kwargs", "parse"]
+__all__ = [
+    "ANTHROPIC_MESSAGES",
+    "CHAT",
+    "RESPONSES",
+    "Api",
+    "Request",
+    "asking_for_usage",
+    "fitted_kwargs",
+    "parse",
+]
 
 # Sentinels the SDKs use for "not given" (openai.NOT_GIVEN / omit, anthropic likewise).
 _SENTINELS: Final = frozenset({"NotGiven", "Omit"})
@@ -236,9 +245,16 @@ def fitted_kwargs(request: Request, fit: Fit) -> dict[str, Any]:
             if isinstance(budget, int) and budget >= out_max:
                 out["thinking"] = {**thinking, "budget_tokens": max(out_max - 1, 1)}
     if api.stream_usage and request.stream:
-        options = out.get("stream_options")
-        if not given(options):
-            out["stream_options"] = {"include_usage": True}
-        elif isinstance(options, Mapping) and "include_usage" not in options:
-            out["stream_options"] = {**options, "include_usage": True}
+        out["stream_options"] = asking_for_usage(out.get("stream_options"))
     return out
+
+
+def asking_for_usage(stream_options: object) -> object:
+    """A Chat Completions ``stream_options`` that asks for the usage chunk: the caller's
+    own, with ``include_usage`` added unless they set it either way (a copy, never
+    theirs changed)."""
+    if not given(stream_options):
+        return {"include_usage": True}
+    if isinstance(stream_options, Mapping) and "include_usage" not in stream_options:
+        return {**stream_options, "include_usage": True}
+    return stream_options

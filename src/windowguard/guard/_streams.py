@@ -25,25 +25,38 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
+from ..adapters._common import field
+
 __all__ = ["stream_usage", "tap", "tap_async"]
 
 UsageCallback = Callable[[object], None]
 
 
 def stream_usage(event: object) -> object | None:
-    """The usage an OpenAI, Anthropic or Responses stream event reports, if any."""
-    kind = getattr(event, "type", None)
-    if kind == "message_start":  # Anthropic: the prompt was counted on acceptance
-        message = getattr(event, "message", None)
-        return getattr(message, "usage", None)
+    """The usage an OpenAI, Anthropic or Responses stream event reports, if any.
+
+    ``event`` is an SDK event object or a decoded JSON event (the proxy's): both are read
+    with :func:`~windowguard.adapters._common.field`. OpenAI Chat Completions: a chunk's
+    ``usage`` (the last chunk, when ``stream_options.include_usage`` asked for it);
+    Anthropic: ``message_start``'s ``message.usage`` (the prompt's count is final once the
+    request is accepted); Responses: ``response.completed`` / ``response.incomplete``'s
+    ``response.usage``. A scalar where a usage should be is no usage.
+    """
+    kind = field(event, "type")
+    if kind == "message_start":
+        return _usage_of(field(event, "message"))
     if kind in ("response.completed", "response.incomplete"):
-        response = getattr(event, "response", None)
-        return getattr(response, "usage", None)
+        return _usage_of(field(event, "response"))
     if kind == "chunk":  # openai's chat.completions.stream helper wraps each chunk
-        event = getattr(event, "chunk", None)
-    if getattr(event, "object", None) == "chat.completion.chunk":
-        return getattr(event, "usage", None)
+        event = field(event, "chunk")
+    if field(event, "object") == "chat.completion.chunk":
+        return _usage_of(event)
     return None
+
+
+def _usage_of(holder: object) -> object | None:
+    usage = None if holder is None else field(holder, "usage")
+    return None if usage is None or isinstance(usage, (str, bytes, int, float)) else usage
 
 
 def tap(stream: Any, on_usage: UsageCallback) -> bool:

@@ -67,6 +67,7 @@ from .._conversations import (
 )
 from ..catalog import ModelInfo
 from ..exceptions import ConfigurationError
+from ..guard._apis import asking_for_usage
 from ..manager import ContextWindowManager, Fit
 from ..prune import PruningPolicy
 from ..shrink import DEFAULT_SAFETY_BUFFER
@@ -209,11 +210,7 @@ class LiteLLMGuard:
         request["messages"] = fit.messages
         request[budget_key] = fit.max_tokens
         if include_usage and request.get("stream"):
-            options = request.get("stream_options")
-            if options is None:
-                request["stream_options"] = {"include_usage": True}
-            elif isinstance(options, Mapping) and "include_usage" not in options:
-                request["stream_options"] = {**options, "include_usage": True}
+            request["stream_options"] = asking_for_usage(request.get("stream_options"))
         self.last_fit = fit
         return _Send(conversation, number)
 

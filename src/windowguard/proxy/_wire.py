@@ -22,6 +22,8 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
+from ..guard._streams import stream_usage
+
 __all__ = [
     "HOP_BY_HOP",
     "SseUsage",
@@ -30,7 +32,6 @@ __all__ = [
     "forward_headers",
     "openai_error",
     "response_headers",
-    "usage_of_event",
 ]
 
 HOP_BY_HOP: Final = frozenset(
@@ -144,27 +145,6 @@ def response_headers(headers: Iterable[tuple[str, str]]) -> dict[str, str]:
     return out
 
 
-def usage_of_event(data: Mapping[str, Any]) -> object | None:
-    """The usage one decoded stream event reports, if any.
-
-    OpenAI Chat Completions: a chunk's ``usage`` (the last chunk, when
-    ``stream_options.include_usage`` asked for it); Anthropic: ``message_start``'s
-    ``message.usage`` (the prompt's tokens, final once the request is accepted);
-    Responses: ``response.completed`` / ``response.incomplete``'s ``response.usage``.
-    """
-    kind = data.get("type")
-    if kind == "message_start":
-        message = data.get("message")
-        return message.get("usage") if isinstance(message, Mapping) else None
-    if kind in ("response.completed", "response.incomplete"):
-        response = data.get("response")
-        return response.get("usage") if isinstance(response, Mapping) else None
-    if data.get("object") == "chat.completion.chunk":
-        usage = data.get("usage")
-        return usage if isinstance(usage, Mapping) else None
-    return None
-
-
 def is_usage_only_chunk(data: Mapping[str, Any]) -> bool:
     """Whether a Chat Completions chunk is the usage-only one ``include_usage`` adds
     (empty ``choices``, a ``usage``)."""
@@ -251,7 +231,7 @@ class SseUsage:
                 continue
             if not isinstance(data, dict):
                 continue
-            usage = usage_of_event(data)
+            usage = stream_usage(data)
             if usage is not None and not self._reported:
                 self._reported = True
                 self._on_usage(usage)
