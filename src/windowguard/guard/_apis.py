@@ -128,6 +128,15 @@ class Request:
     stream: bool
     lead: int = 0
 
+    def fit_options(self) -> dict[str, Any]:
+        """The :meth:`ContextWindowManager.fit` arguments besides the transcript."""
+        return {
+            "tools": self.tools,
+            "max_tokens": self.requested,
+            "system": self.system,
+            "format": self.api.format,
+        }
+
 
 def given(value: object) -> bool:
     """Whether a keyword value is really given (not None, not an SDK "not given")."""

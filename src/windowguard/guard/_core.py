@@ -291,25 +291,13 @@ class Guard:
             ContextTruncatedError: it cannot fit; nothing may be sent.
         """
         with conversation.lock:
-            fit = conversation.fit(
-                request.messages,
-                tools=request.tools,
-                max_tokens=request.requested,
-                system=request.system,
-                format=request.api.format,
-            )
+            fit = conversation.fit(request.messages, **request.fit_options())
             number = conversation.sent()
         return self._fitted(request, conversation, fit, number)
 
     async def afit(self, request: Request, conversation: Conversation) -> Send:
         """:meth:`fit` whose remote count is awaited, never blocking the event loop."""
-        fit = await conversation.afit(
-            request.messages,
-            tools=request.tools,
-            max_tokens=request.requested,
-            system=request.system,
-            format=request.api.format,
-        )
+        fit = await conversation.afit(request.messages, **request.fit_options())
         return self._fitted(request, conversation, fit, conversation.sent())
 
     def _fitted(self, request: Request, conversation: Conversation, fit: Fit, number: int) -> Send:
@@ -339,17 +327,9 @@ class Guard:
         request, conversation = send.request, send.conversation
         with conversation.lock:
             fit = conversation.fit(
-                request.messages,
-                tools=request.tools,
-                max_tokens=request.requested,
-                system=request.system,
-                format=request.api.format,
-                safety=REACTIVE_SAFETY_TOKENS,
+                request.messages, safety=REACTIVE_SAFETY_TOKENS, **request.fit_options()
             )
-        for event in fit.events:
-            self.emit(event)
-        send.fit = fit
-        send.kwargs = fitted_kwargs(request, fit)
+        self._adopt(send, fit)
 
     async def arefit(self, send: Send) -> None:
         """:meth:`refit` on the event loop: a remote count is awaited, and no thread
@@ -360,17 +340,16 @@ class Guard:
         """
         request = send.request
         fit = await send.conversation.afit(
-            request.messages,
-            tools=request.tools,
-            max_tokens=request.requested,
-            system=request.system,
-            format=request.api.format,
-            safety=REACTIVE_SAFETY_TOKENS,
+            request.messages, safety=REACTIVE_SAFETY_TOKENS, **request.fit_options()
         )
+        self._adopt(send, fit)
+
+    def _adopt(self, send: Send, fit: Fit) -> None:
+        """A refit becomes ``send``'s: its events go out, its arguments are sent."""
         for event in fit.events:
             self.emit(event)
         send.fit = fit
-        send.kwargs = fitted_kwargs(request, fit)
+        send.kwargs = fitted_kwargs(send.request, fit)
 
     def emit(self, event: Event) -> None:
         """Give an event to the sinks."""
