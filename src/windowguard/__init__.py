@@ -20,6 +20,9 @@ from .accounting.remote import RemoteCountError as RemoteCountError
 from .accounting.remote import adiscover_counter as adiscover_counter
 from .accounting.remote import clear_counter_cache as clear_counter_cache
 from .accounting.remote import discover_counter as discover_counter
+from .accounting.usage import NO_USAGE as NO_USAGE
+from .accounting.usage import Calibration as Calibration
+from .accounting.usage import prompt_tokens_from_usage as prompt_tokens_from_usage
 from .adapters import detect_format as detect_format
 from .budget import Budget as Budget
 from .budget import compute_budget as compute_budget
@@ -34,10 +37,7 @@ from .counters import load_counter as load_counter
 from .discovery import adiscover_model_info as adiscover_model_info
 from .discovery import clear_discovery_cache as clear_discovery_cache
 from .discovery import discover_model_info as discover_model_info
-from .estimate import NO_USAGE as NO_USAGE
-from .estimate import Calibration as Calibration
 from .estimate import Estimator as Estimator
-from .estimate import prompt_tokens_from_usage as prompt_tokens_from_usage
 from .events import ContextEmergencyShrink as ContextEmergencyShrink
 from .events import ContextEstimate as ContextEstimate
 from .events import ContextPressure as ContextPressure

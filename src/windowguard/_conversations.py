@@ -64,8 +64,8 @@ from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
 
 from .accounting.remote import RemoteCountError
+from .accounting.usage import NO_USAGE
 from .catalog import ModelInfo
-from .estimate import NO_USAGE
 from .exceptions import ConfigurationError
 from .failures import FailureKind, classify_failure
 from .manager import ContextWindowManager, Fit

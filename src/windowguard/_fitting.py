@@ -22,9 +22,9 @@ from ._transcript import Fixed, Transcript
 from .accounting.ledger import REWRITES_HISTORY, Factors
 from .accounting.local import TemplateAccounting
 from .accounting.remote import CountQuery
+from .accounting.usage import Calibration
 from .budget import Budget
 from .catalog import ModelInfo
-from .estimate import Calibration
 from .events import (
     ContextEmergencyShrink,
     ContextEstimate,

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .accounting.remote import CountQuery, RemoteCounter
-from .estimate import NO_USAGE
+from .accounting.usage import NO_USAGE
 from .events import (
     CalibrationUpdated,
     Event,

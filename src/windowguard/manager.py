@@ -63,10 +63,11 @@ from .accounting import CounterArg, choose_sources, infer_family
 from .accounting.ledger import Factors
 from .accounting.local import TEMPLATE_OF, TemplateAccounting
 from .accounting.remote import CountQuery, RemoteCounter, RemoteCountError
+from .accounting.usage import NO_USAGE, Calibration, prompt_tokens_from_usage
 from .adapters import check_format, check_messages
 from .budget import Budget, compute_budget
 from .catalog import ModelInfo, OverridesArg, resolve_model_info
-from .estimate import NO_USAGE, Calibration, Estimator, prompt_tokens_from_usage
+from .estimate import Estimator
 from .events import (
     Event,
     RemoteCounted,

@@ -48,8 +48,8 @@ from .._conversations import (
     head_key,
 )
 from ..accounting.remote import RemoteCounter
+from ..accounting.usage import prompt_tokens_from_usage
 from ..catalog import ModelInfo
-from ..estimate import prompt_tokens_from_usage
 from ..events import Event, GuardPassthrough
 from ..exceptions import ConfigurationError
 from ..gauge import ContextGauge

@@ -85,8 +85,8 @@ from .._conversations import (
     ManagerOptions,
     head_key,
 )
+from ..accounting.usage import prompt_tokens_from_usage
 from ..catalog import ModelInfo
-from ..estimate import prompt_tokens_from_usage
 from ..exceptions import ConfigurationError, ContextTruncatedError, InvalidTranscriptError
 from ..gauge import ContextGauge
 from ..manager import ContextWindowManager, Fit
