@@ -245,16 +245,34 @@ def test_a_report_larger_than_the_known_parts_raises_the_base() -> None:
 
 def test_calibration_grows_only_from_what_was_estimated() -> None:
     messages = _chat(3)
-    mgr = wg.ContextWindowManager(
-        model_info=wg.ModelInfo(50_000, tokenizer="o200k"), counter="heuristic"
-    )
+
+    def fresh() -> wg.ContextWindowManager:
+        return wg.ContextWindowManager(
+            model_info=wg.ModelInfo(50_000, tokenizer="o200k"), counter="heuristic"
+        )
+
+    mgr = fresh()
     first = mgr.fit(messages[:2], tools=TOOLS, max_tokens=100)
-    raw = first.estimated_tokens / mgr.calibration.factor
+    seed = mgr.calibration.factor
+    raw = first.estimated_tokens / seed
+    turn = fresh().fit(messages[:4], tools=TOOLS, max_tokens=100).estimated_tokens / seed - raw
     mgr.fit(messages[:4], tools=TOOLS, max_tokens=100, last_usage=int(raw * 1.3))
     assert mgr.calibration.factor == pytest.approx(1.3, rel=0.01)
-    # the base is now exact: an under-estimated turn raises the factor by its own ratio
-    mgr.fit(messages, tools=TOOLS, max_tokens=100, last_usage=int(raw * 1.3) + 10_000)
-    assert mgr.calibration.factor > 5
+    # The base is now exact: an under-estimated turn raises the factor by its own ratio,
+    # by at most x1.5 per report, and an event says when the cap held it back.
+    report = int(raw * 1.3) + int(turn * 2.6)  # messages[2:4] cost 2.6x their estimate
+    grown = mgr.fit(messages, tools=TOOLS, max_tokens=100, last_usage=report)
+    (capped,) = [e for e in grown.events if isinstance(e, wg.CalibrationCapped)]
+    assert capped.source == "heuristic" and capped.observed == pytest.approx(2.6, rel=0.02)
+    assert mgr.calibration.factor == pytest.approx(1.3 * 1.5, rel=0.001) == capped.factor
+    # Tokens no visible content can account for are hidden: they never calibrate.
+    mgr = fresh()
+    mgr.fit(messages[:2], tools=TOOLS, max_tokens=100)
+    mgr.fit(messages[:4], tools=TOOLS, max_tokens=100, last_usage=int(raw * 1.3))
+    hidden = mgr.fit(messages, tools=TOOLS, max_tokens=100, last_usage=int(raw * 1.3) + 100_000)
+    measured = next(e for e in hidden.events if isinstance(e, wg.UsageMeasured))
+    assert measured.hidden_tokens > 90_000
+    assert mgr.calibration.factor == pytest.approx(1.3, rel=0.01)
     mgr.fit(messages, tools=TOOLS, max_tokens=100, last_usage=None)
     assert mgr.calibration.factor == mgr.calibration.seed
 
@@ -538,20 +556,30 @@ def test_an_exact_refusal_names_its_source_and_the_numbers(vllm: Emulator) -> No
     assert exc.estimated_tokens + exc.floor > 600  # type: ignore[operator]
 
 
-def test_an_overflow_without_a_count_makes_the_refit_send_less() -> None:
+@pytest.mark.parametrize("counter", ["heuristic", "auto"])
+def test_an_overflow_without_a_count_makes_every_refit_send_less(counter: str) -> None:
     messages = _chat(30, size=60)
     mgr = wg.ContextWindowManager(
-        model_info=wg.ModelInfo(9_000, tokenizer="o200k"), counter="heuristic"
+        model_info=wg.ModelInfo(9_000, tokenizer="o200k"),
+        counter=counter,  # type: ignore[arg-type]
     )
-    first = mgr.fit(messages, tools=TOOLS, max_tokens=500)
-    mgr.observe_overflow()  # refused, and the provider stated no count
-    refit = mgr.fit(messages, tools=TOOLS, max_tokens=500, last_usage=wg.NO_USAGE, safety=100)
-    assert refit.dropped_turns > first.dropped_turns
-    assert refit.budget == int((9_000 - 500 - 100) * 0.7)  # the low-water mark
-    assert refit.estimated_tokens <= refit.budget
-    # the next send is trusted again
+    sent = mgr.fit(messages, tools=TOOLS, max_tokens=500)
+    seen = {(len(sent.messages), sent.max_tokens)}
+    for _ in range(4):
+        mgr.observe_overflow()  # refused, and the provider stated no count
+        try:
+            refit = mgr.fit(messages, tools=TOOLS, max_tokens=500, last_usage=wg.NO_USAGE)
+        except wg.ContextTruncatedError:
+            break  # nothing smaller can be sent: a legible stop, not the same request
+        # strictly less: a whole turn fewer, or a smaller reply; never the same request
+        assert (refit.dropped_turns > sent.dropped_turns) or (refit.max_tokens < sent.max_tokens)
+        assert (len(refit.messages), refit.max_tokens) not in seen
+        assert refit.context_window < sent.context_window
+        seen.add((len(refit.messages), refit.max_tokens))
+        sent = refit
+    # a send that was not refused keeps the window the refusals taught
     again = mgr.fit(messages, tools=TOOLS, max_tokens=500, last_usage=wg.NO_USAGE)
-    assert again.dropped_turns <= refit.dropped_turns
+    assert again.context_window == mgr.context_window < 9_000
 
 
 def test_tools_and_system_edited_in_place_are_counted_again() -> None:

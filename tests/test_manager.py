@@ -359,8 +359,8 @@ def test_tools_count_and_plain_completion_does_not() -> None:
 
 def test_copy_has_fresh_run_state() -> None:
     mgr = _manager(100_000)
-    mgr.fit(_chat(2))
-    mgr.fit(_chat(2), last_usage=20_000)
+    first = mgr.fit(_chat(2))
+    mgr.fit(_chat(2), last_usage=int(first.estimated_tokens * 1.4))
     clone = mgr.copy()
     assert clone.calibration.factor < mgr.calibration.factor
     assert clone.model_info == mgr.model_info

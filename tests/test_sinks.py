@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from windowguard.events import (
+    CalibrationCapped,
     CalibrationUpdated,
     ContextEmergencyShrink,
     ContextEstimate,
@@ -39,7 +40,9 @@ from windowguard.events import (
     ToolResultEvent,
     TranscriptDeferred,
     TranscriptPruned,
+    UsageExcludesCached,
     UsageMeasured,
+    UsageMismatch,
 )
 from windowguard.exceptions import ConfigurationError
 from windowguard.sinks import (
@@ -97,6 +100,11 @@ def one_of_each() -> list[Event]:
         ),
         RemoteCounted(counter="vllm POST /tokenize", tokens=99_000, messages=40, purpose="confirm"),
         TokenizerInferred(family="o200k", reported_tokens=1617, counted_tokens=1617),
+        CalibrationCapped(source="heuristic", factor=1.575, observed=10.7, origin="usage"),
+        UsageExcludesCached(
+            reported_tokens=412, cached_tokens=9_984, evidence="below the 10,380 tokens measured"
+        ),
+        UsageMismatch(reported_tokens=14_976, counted_tokens=14_020, counter="local:llama3"),
         RemoteCountFailed(
             counter="vllm POST /tokenize", error="timed out after 2.0 s", fallback="heuristic:qwen"
         ),

@@ -38,6 +38,7 @@ from .discovery import adiscover_model_info as adiscover_model_info
 from .discovery import clear_discovery_cache as clear_discovery_cache
 from .discovery import discover_model_info as discover_model_info
 from .estimate import Estimator as Estimator
+from .events import CalibrationCapped as CalibrationCapped
 from .events import ContextEmergencyShrink as ContextEmergencyShrink
 from .events import ContextEstimate as ContextEstimate
 from .events import ContextPressure as ContextPressure
@@ -49,7 +50,9 @@ from .events import RemoteCountFailed as RemoteCountFailed
 from .events import TokenizerInferred as TokenizerInferred
 from .events import TranscriptDeferred as TranscriptDeferred
 from .events import TranscriptPruned as TranscriptPruned
+from .events import UsageExcludesCached as UsageExcludesCached
 from .events import UsageMeasured as UsageMeasured
+from .events import UsageMismatch as UsageMismatch
 from .exceptions import ConfigurationError as ConfigurationError
 from .exceptions import ContextTruncatedError as ContextTruncatedError
 from .exceptions import InvalidTranscriptError as InvalidTranscriptError
@@ -136,6 +139,7 @@ __all__ = [
     "Backoff",
     "Budget",
     "Calibration",
+    "CalibrationCapped",
     "ClampOutput",
     "ConfigurationError",
     "ContextEmergencyShrink",
@@ -196,7 +200,9 @@ __all__ = [
     "TranscriptDeferred",
     "TranscriptPruned",
     "UnknownFormatError",
+    "UsageExcludesCached",
     "UsageMeasured",
+    "UsageMismatch",
     "WindowGuardError",
     "adiscover_counter",
     "adiscover_model_info",

@@ -90,19 +90,26 @@ def plan_damaged(ctx: FitContext, problems: Sequence[Problem], factors: Factors)
             )
     # 2. then whole turns after it, oldest first, never the newest
     after = [t for t in seg.turn_starts if t >= stop]
-    estimates = _estimates(ctx, factors)
-    base_tokens, base_raw, base_local = ctx.run.ledger.base_part(
-        ctx.key, seg.head_stop, ctx.fixed_raw, factors
-    )
-    base = base_tokens + factors.apply(base_raw, base_local)
-    stretch = estimates[stop] - estimates[start]
+    best_sums, upper_sums = _estimates(ctx, factors)
+    base = ctx.run.ledger.base_parts(ctx.key, seg.head_stop, ctx.costs, start, factors)
+    base_best, base_upper, base_measured = base[0], base[1], base[2]
     smallest: DamagedPlan | None = None
     for dropped, kept_from in enumerate(after[1:] if after else [], start=1):
-        tokens = base + stretch + estimates[seg.length] - estimates[kept_from]
+        best = base_best + best_sums[stop] - best_sums[start]
+        best += best_sums[seg.length] - best_sums[kept_from]
+        upper = base_upper + upper_sums[stop] - upper_sums[start]
+        upper += upper_sums[seg.length] - upper_sums[kept_from]
+        tokens = upper if ctx.use_upper else best
         smallest = DamagedPlan(
             kept=head + tuple(range(start, stop)) + tuple(range(kept_from, seg.length)),
             dropped_turns=len(before) + dropped,
-            count=Count(tokens=tokens, measured=base_tokens, exact=False),
+            count=Count(
+                tokens=tokens,
+                best=best,
+                upper=max(upper, best),
+                measured=base_measured,
+                exact=False,
+            ),
             kept_from=None,
             fits=tokens <= budget,
         )
@@ -120,15 +127,19 @@ def plan_damaged(ctx: FitContext, problems: Sequence[Problem], factors: Factors)
     return smallest
 
 
-def _estimates(ctx: FitContext, factors: Factors) -> list[int]:
-    """Prefix sums of every message's calibrated estimate (measured or not): an upper
-    bound for any set of kept messages, whatever the ledger's spans."""
-    sums = [0]
-    total = 0
+def _estimates(ctx: FitContext, factors: Factors) -> tuple[list[int], list[int]]:
+    """Prefix sums of every message's calibrated estimate and of its upper count (its
+    local count, calibrated, or its bound), measured or not, whatever the ledger's
+    spans: such a request is never attributed a report."""
+    best_sums, upper_sums = [0], [0]
+    best = upper = 0
     for entry in ctx.run.ledger.entries:
         if entry.local is None:
-            total += math.ceil(entry.raw * factors.heuristic)
+            best += math.ceil(entry.raw * factors.heuristic)
+            upper += entry.bound
         else:
-            total += math.ceil(entry.local * factors.local)
-        sums.append(total)
-    return sums
+            best += math.ceil(entry.local * factors.local)
+            upper += math.ceil(entry.local * factors.local)
+        best_sums.append(best)
+        upper_sums.append(upper)
+    return best_sums, upper_sums

@@ -17,22 +17,24 @@ import logging
 import math
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from ._transcript import Fixed, Transcript
-from .accounting.ledger import REWRITES_HISTORY, Factors
+from .accounting.ledger import REWRITES_HISTORY, BaseCosts, Entry, Factors
 from .accounting.local import TemplateAccounting
 from .accounting.remote import CountQuery
 from .accounting.usage import Calibration
 from .budget import Budget
 from .catalog import ModelInfo
 from .events import (
+    CalibrationCapped,
     ContextEmergencyShrink,
     ContextEstimate,
     Event,
     MaxTokensShrunk,
     UsageMeasured,
 )
-from .shapes import Format
+from .shapes import Format, Shape
 from .shrink import fit_max_tokens
 from .turns import Problem, Segmentation
 
@@ -67,6 +69,9 @@ class Fit:
         sources: what counted the rest (``"ledger"``, ``"remote:..."``, ``"local:..."``,
             ``"heuristic:..."``).
         remote_counts: how many remote counts this send asked for.
+        upper_tokens: when an exact source exists, a guaranteed upper count of the
+            request (exact where measured or counted, bounded elsewhere): what the edge
+            rule decided on and ``max_tokens`` was fitted against; 0 otherwise.
     """
 
     messages: list[object]
@@ -85,6 +90,7 @@ class Fit:
     exact: bool = False
     sources: tuple[str, ...] = ()
     remote_counts: int = 0
+    upper_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -96,7 +102,15 @@ class Composition:
     head_stop: int
     kept_from: int
     end: int
-    base_raw: tuple[int, int]
+    costs: BaseCosts
+    upper: int
+    """The request's upper count when it was fitted (what a refused request held)."""
+    best: int
+    measured: int
+    """What of it was known exactly when it was fitted."""
+    counted: int | None
+    """Its local exact count, when every part of it was counted locally (to cross-check
+    the provider's report); None otherwise."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -104,20 +118,41 @@ class Count:
     """The best count of one candidate request.
 
     Attributes:
-        tokens: measured tokens plus the calibrated estimate of the rest.
-        measured: the part the ledger measured (exact, or a cut span's upper bound).
-        exact: ``tokens`` is exact.
+        tokens: the count decisions rest on: the upper count when the manager has an
+            exact source (every unmeasured part bounded, or counted exactly near the
+            edge), else the best estimate (ADR-107).
+        best: measured tokens plus the calibrated estimate of the rest.
+        upper: measured tokens plus local counts or guaranteed bounds of the rest.
+        measured: the part the ledger measured exactly.
+        exact: the whole request was measured or counted exactly.
     """
 
     tokens: int
+    best: int
+    upper: int
     measured: int
     exact: bool
 
 
 class FitContext:
-    """One fit's inputs and the counts of its candidate requests."""
+    """One fit's inputs and the counts of its candidate requests.
 
-    __slots__ = ("_counts", "_key", "budget", "fixed", "local_fixed", "requested", "run", "seg")
+    Args:
+        use_upper: decide on upper counts (an exact source exists) rather than on the
+            heuristic's best estimate.
+    """
+
+    __slots__ = (
+        "_counts",
+        "_key",
+        "budget",
+        "fixed",
+        "local_fixed",
+        "requested",
+        "run",
+        "seg",
+        "use_upper",
+    )
 
     def __init__(
         self,
@@ -127,16 +162,18 @@ class FitContext:
         fixed: Fixed,
         budget: Budget,
         requested: int | None,
+        use_upper: bool = False,
     ) -> None:
         self.run = run
         self.seg = seg
         self.fixed = fixed
         self.budget = budget
         self.requested = requested
+        self.use_upper = use_upper
         self.local_fixed: int | None = None
         self._key: Hashable | None = None
         # Counts made in this fit, by what they depend on.
-        self._counts: dict[tuple[int, float, float, int | None, int | None], Count] = {}
+        self._counts: dict[tuple[int, float, float, int, int | None], Count] = {}
 
     @property
     def end(self) -> int:
@@ -170,30 +207,20 @@ class FitContext:
         return self._key
 
     @property
-    def fixed_raw(self) -> tuple[int, int]:
-        """Framing, system and tools as (heuristic, local): the local exact count once
-        made, else the heuristic's."""
-        if self.local_fixed is None:
-            return self.fixed.raw, 0
-        return 0, self.local_fixed
+    def costs(self) -> BaseCosts:
+        """Framing, system and tools: the heuristic's estimate and bound, and the local
+        exact count once made."""
+        fixed = self.fixed
+        return BaseCosts(fixed_raw=fixed.raw, fixed_bound=fixed.bound, fixed_local=self.local_fixed)
 
-    def cost_function(self, factors: Factors) -> Callable[[int], int]:
-        """``cost(dropped)``: the best count after dropping that many oldest turns."""
-        ledger = self.run.ledger
-        measured, est, local, _ = ledger.prefixes()
-        base = ledger.base_part(self.key, self.seg.head_stop, self.fixed_raw, factors)
-        starts, head_stop, end = self.seg.turn_starts, self.seg.head_stop, self.end
-        m_end, e_end, l_end = base[0] + measured[end], base[1] + est[end], base[2] + local[end]
-        f_raw, f_local = factors.heuristic, factors.local
+    def cost_function(self, factors: Factors, *, upper: bool | None = None) -> Callable[[int], int]:
+        """``cost(dropped)``: the decision count (or, with ``upper`` given, the upper or
+        best count) after dropping that many oldest turns."""
+        use_upper = self.use_upper if upper is None else upper
 
         def cost(dropped: int) -> int:
-            at = starts[dropped] if dropped else head_stop
-            return (
-                m_end
-                - measured[at]
-                + math.ceil((e_end - est[at]) * f_raw)
-                + math.ceil((l_end - local[at]) * f_local)
-            )
+            count = self.count(self.kept_from(dropped), factors)
+            return count.upper if use_upper else count.best
 
         return cost
 
@@ -202,15 +229,12 @@ class FitContext:
         starts = self.seg.turn_starts
         if not starts:
             return 0
-        first = starts[max(0, len(starts) - recent)]
-        measured, est, local, _ = self.run.ledger.prefixes()
-        end = self.end
-        tokens = measured[end] - measured[first]
-        tokens += factors.apply(est[end] - est[first], local[end] - local[first])
-        return tokens // min(recent, len(starts))
+        turns = min(recent, len(starts))
+        first = starts[len(starts) - turns]
+        return self.run.ledger.typical(first, self.end, factors, turns)
 
     def count(self, kept_from: int, factors: Factors) -> Count:
-        """The best count of the request keeping turns from ``kept_from``."""
+        """The counts of the request keeping turns from ``kept_from``."""
         key = (
             kept_from,
             factors.heuristic,
@@ -226,17 +250,26 @@ class FitContext:
             head_stop=self.seg.head_stop,
             kept_from=kept_from,
             end=self.end,
-            fixed=self.fixed_raw,
+            costs=self.costs,
             factors=factors,
         )
-        tokens = found.measured + factors.apply(found.raw, found.local)
-        count = self._counts[key] = Count(tokens=tokens, measured=found.measured, exact=found.exact)
+        upper = found.best if found.exact else found.upper
+        count = self._counts[key] = Count(
+            tokens=upper if self.use_upper else found.best,
+            best=found.best,
+            upper=upper,
+            measured=found.measured,
+            exact=found.exact,
+        )
         return count
 
-    def count_locally(self, local: TemplateAccounting) -> None:
-        """Count what nothing measured with the local exact tokenizer: the fixed parts,
-        the head, and messages newest first until their count passes the budget (older
-        turns could not be kept anyway).
+    def count_locally(self, local: TemplateAccounting, factors: Factors) -> int:
+        """Count exactly, with the local tokenizer, what it has not counted yet: the
+        fixed parts, the head, and messages newest first until their count passes the
+        budget (older turns could not be kept anyway).
+
+        Returns:
+            How many messages were counted now.
 
         Raises:
             Exception: whatever the tokenizer raised (the caller falls back).
@@ -244,39 +277,67 @@ class FitContext:
         ledger = self.run.ledger
         entries = ledger.entries
         head_stop = self.seg.head_stop
-        self.local_fixed = local.fixed_tokens(self.fixed.tools) + self.fixed.system_raw
-        if entries and entries[-1].shape.kind == "assistant":
-            self.local_fixed += local.final_assistant_tokens
-        first_changed = len(entries)
-        total = 0
+        if self.local_fixed is None:
+            self.local_fixed = local.fixed_tokens(self.fixed.tools) + self.fixed.system_raw
+            if entries and entries[-1].shape.kind == "assistant":
+                self.local_fixed += local.final_assistant_tokens
+        head = [i for i in range(head_stop) if entries[i].local is None]
+        counted = list(head)
+        if head:
+            _count_into(local, entries, head)
+        budget = self.budget.input_tokens
+        chunk = max(budget // 4, 2_048)
+        newest = self.newest
+        total = sum(math.ceil((entries[i].local or 0) * factors.local) for i in range(head_stop))
+        pending: list[int] = []
+        pending_raw = 0
         for index in range(len(entries) - 1, head_stop - 1, -1):
             entry = entries[index]
-            if entry.measured is None and entry.local is None:
-                entry.local = local.message_tokens(entry.shape)
-                first_changed = index
-            total += entry.measured if entry.measured is not None else entry.estimate
-            if total > self.budget.input_tokens and index <= self.newest:
-                break
-        for index in range(head_stop):
-            entry = entries[index]
-            if entry.measured is None and entry.local is None:
-                entry.local = local.message_tokens(entry.shape)
-                first_changed = min(first_changed, index)
-        ledger.changed(first_changed)
+            if entry.local is None:
+                pending.append(index)
+                pending_raw += entry.raw
+            else:
+                total += math.ceil(entry.local * factors.local)
+            if pending and (pending_raw >= chunk or index == head_stop):
+                _count_into(local, entries, pending)
+                total += sum(math.ceil((entries[i].local or 0) * factors.local) for i in pending)
+                counted += pending
+                pending, pending_raw = [], 0
+            if total > budget and index <= newest:
+                break  # older turns could not be kept anyway
+        if pending:
+            _count_into(local, entries, pending)
+            counted += pending
+        if counted:
+            ledger.counted_locally(min(counted))
+        return len(counted)
 
-    def composition(self, kept_from: int) -> Composition:
+    def composition(self, kept_from: int, factors: Factors) -> Composition:
         """The composition of the request keeping turns from ``kept_from``."""
-        _, est, local, _ = self.run.ledger.prefixes()
-        head_stop = self.seg.head_stop
-        fixed_raw, fixed_local = self.fixed_raw
+        count = self.count(kept_from, factors)
         return Composition(
             run=self.run,
             key=self.key,
-            head_stop=head_stop,
+            head_stop=self.seg.head_stop,
             kept_from=kept_from,
             end=self.end,
-            base_raw=(fixed_raw + est[head_stop], fixed_local + local[head_stop]),
+            costs=self.costs,
+            upper=count.upper,
+            best=count.best,
+            measured=count.measured,
+            counted=self.local_count(kept_from),
         )
+
+    def local_count(self, kept_from: int) -> int | None:
+        """The local exact count of the whole request keeping turns from ``kept_from``,
+        when every part of it was counted locally; else None."""
+        if self.local_fixed is None:
+            return None
+        raw, _, local = self.run.ledger.unmeasured_raw(kept_from, self.end)
+        head_raw, _, head_local = self.run.ledger.unmeasured_raw(0, self.seg.head_stop)
+        if raw or head_raw:
+            return None
+        return self.local_fixed + local + head_local
 
     def query(
         self, kept_from: int, messages: Sequence[object], system: object, model: str
@@ -293,6 +354,27 @@ class FitContext:
         )
 
 
+def _count_into(
+    local: TemplateAccounting, entries: Sequence[Entry], indices: Sequence[int]
+) -> None:
+    counts = count_shapes(local, [entries[i].shape for i in indices])
+    for index, tokens in zip(indices, counts, strict=True):
+        entries[index].local = tokens
+
+
+def count_shapes(local: TemplateAccounting, shapes: Sequence[Shape]) -> list[int]:
+    """Each shape's local exact count, batched when the accounting can."""
+    batch = getattr(local, "messages_tokens", None)
+    if callable(batch):
+        return list(batch(shapes))
+    return [local.message_tokens(shape) for shape in shapes]
+
+
+MAX_GROWTH: Final = 1.5
+"""How much one report may raise a calibration factor (a ``calibration_capped`` event
+says when it would have risen more)."""
+
+
 def learn(
     composition: Composition,
     total: int,
@@ -301,9 +383,13 @@ def learn(
     local_calibration: Calibration,
     family: str,
     origin: str,
+    factors: Factors,
+    events: list[Event],
 ) -> UsageMeasured:
     """Attribute the exact prompt size of one request to what it held, and grow the
-    calibration of whatever estimated what it newly measured (ADR-107's only rises).
+    calibration of whatever estimated what it newly measured (ADR-107's only rises),
+    by at most :data:`MAX_GROWTH` per report, and only from what the request showed
+    (hidden tokens are their own component).
 
     Returns:
         The ``usage_measured`` event saying what was learnt.
@@ -314,18 +400,30 @@ def learn(
         head_stop=composition.head_stop,
         kept_from=composition.kept_from,
         end=composition.end,
-        base_estimate=composition.base_raw,
-        factors=Factors(calibration.factor, local_calibration.factor),
+        costs=composition.costs,
+        factors=factors,
         rewrites_history=family in REWRITES_HISTORY,
     )
-    raw, counted, measured = observation.estimate_raw, observation.estimate_local, 0
-    measured = observation.measured
-    if measured > 0 and raw + counted > 0:
+    raw, counted = observation.estimate_raw, observation.estimate_local
+    measured = observation.measured - observation.hidden
+    if observation.calibrates and measured > 0 and raw + counted > 0:
         # A span estimated by one source calibrates that source; a mixed one both.
-        if raw:
-            calibration.observe(measured, raw + counted)
-        if counted:
-            local_calibration.observe(measured, raw + counted)
+        for source, used, name in (
+            (calibration, raw, "heuristic"),
+            (local_calibration, counted, "local"),
+        ):
+            if not used:
+                continue
+            before = source.factor
+            ratio = measured / (raw + counted)
+            limit = before * MAX_GROWTH
+            source.observe(measured, raw + counted, limit=limit)
+            if ratio > limit:
+                events.append(
+                    CalibrationCapped(
+                        source=name, factor=source.factor, observed=round(ratio, 4), origin=origin
+                    )
+                )
     return UsageMeasured(
         origin=origin,
         total_tokens=observation.total,
@@ -335,6 +433,7 @@ def learn(
         messages=observation.messages,
         with_base=observation.with_base,
         drift=observation.drift,
+        hidden_tokens=observation.hidden,
     )
 
 
@@ -358,9 +457,9 @@ def build_fit(
     event first."""
     budget = ctx.budget
     window = budget.context_window
-    estimated = count.tokens
+    estimated = count.best
     shrink = fit_max_tokens(
-        estimated_input_tokens=estimated,
+        estimated_input_tokens=count.tokens,
         context_window=window,
         requested=ctx.requested,
         safety_buffer=0 if count.exact else budget.safety,
@@ -383,6 +482,7 @@ def build_fit(
         measured_tokens=count.measured,
         exact=count.exact,
         sources=sources,
+        upper_tokens=count.upper if ctx.use_upper else 0,
     )
     return Fit(
         messages=kept,
@@ -401,4 +501,5 @@ def build_fit(
         exact=count.exact,
         sources=sources,
         remote_counts=remote_counts,
+        upper_tokens=count.upper if ctx.use_upper else 0,
     )

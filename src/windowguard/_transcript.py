@@ -21,6 +21,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from .accounting.bounds import message_costs, request_bound, tools_costs
 from .accounting.ledger import Entry, Ledger, leave_room
 from .adapters import format_evidence, shaper
 from .adapters.anthropic import shape_system
@@ -81,7 +82,7 @@ class Transcript:
 
     def _entries(self, new: Sequence[object], estimator: Estimator) -> list[Entry]:
         shape_of = shaper(self.format)
-        estimate = estimator.message_tokens
+        estimate = message_costs(estimator)
         cache = self.cache
         entries: list[Entry] = []
         add = entries.append
@@ -92,7 +93,7 @@ class Transcript:
             if entry is None or entry.message is not message:
                 try:
                     shape = shape_of(message)
-                    entry = Entry(message, shape, estimate(shape))
+                    entry = Entry(message, shape, *estimate(shape))
                 except (RecursionError, ValueError, TypeError) as exc:
                     # Circular or absurdly deep content (json cannot serialise it).
                     position = len(self.seen) + len(entries)
@@ -199,13 +200,13 @@ def _rebuild(
     estimator: Estimator,
 ) -> Transcript:
     run = Transcript(fmt, certain)
-    bases = {}
+    previous = None
     if old is not None and old.format == fmt:
         live = {id(m) for m in messages}
         run.cache = {k: v for k, v in old.cache.items() if k in live}
-        bases = old.ledger.bases
+        previous = old.ledger
     entries = run._entries(messages, estimator)
-    run.ledger.adopt(entries, bases)
+    run.ledger.adopt(entries, previous)
     run.seen.extend(messages)
     leave_room(run.seen)
     run.index.extend(e.shape for e in entries)
@@ -221,17 +222,19 @@ class Fixed:
         raw: the heuristic's estimate of them, framing included.
         system_raw: the heuristic's estimate of the system argument alone.
         tools: the tool schemas, as given.
+        bound: a guaranteed upper bound of them, framing included.
     """
 
     key: Hashable
     raw: int
     system_raw: int
     tools: tuple[object, ...]
+    bound: int = 0
 
 
-_Cached = tuple[object, tuple[int, ...], int, str]
+_Cached = tuple[object, tuple[int, ...], int, str, int]
 """A system argument's or tools' cache entry: the value, its elements' identities, its
-raw estimate and its content digest."""
+raw estimate, its content digest and its bound."""
 
 
 class RequestParts:
@@ -271,18 +274,20 @@ class RequestParts:
             cached = self._system
             elements = _elements(system)
             if cached is None or cached[0] is not system or cached[1] != elements:
-                tokens = sum(estimator.message_tokens(s) for s in shape_system(system))
-                cached = self._system = (system, elements, tokens, digest(system))
+                costs = message_costs(estimator)
+                parts = [costs(s) for s in shape_system(system)]
+                tokens, bound = sum(p[0] for p in parts), sum(p[1] for p in parts)
+                cached = self._system = (system, elements, tokens, digest(system), bound)
             system_entry = cached
         if tools:
             known = self._tools
             elements = _elements(tools)
             if known is None or known[0] is not tools or known[1] != elements:
                 try:
-                    tokens = estimator.tools_tokens(tools)
+                    tokens, bound = tools_costs(estimator, tools)
                 except RecursionError as exc:
                     raise ConfigurationError(f"tools nest too deeply to serialise: {exc}") from exc
-                known = self._tools = (tools, elements, tokens, digest(tools))
+                known = self._tools = (tools, elements, tokens, digest(tools), bound)
             tools_entry = known
         last = self._last
         if (
@@ -293,14 +298,17 @@ class RequestParts:
         ):
             return last[3]
         raw = estimator.request_tokens
+        bound = request_bound(estimator)
         system_digest, system_raw = "", 0
         if system_entry is not None:
             system_raw, system_digest = system_entry[2], system_entry[3]
             raw += system_raw
+            bound += system_entry[4]
         tools_digest = ""
         tool_tuple: tuple[object, ...] = ()
         if tools_entry is not None:
             raw += tools_entry[2]
+            bound += tools_entry[4]
             tools_digest = tools_entry[3]
             tool_tuple = tuple(tools or ())
         fixed = Fixed(
@@ -308,6 +316,7 @@ class RequestParts:
             raw=raw,
             system_raw=system_raw,
             tools=tool_tuple,
+            bound=max(bound, raw),
         )
         self._last = (fmt, system_entry, tools_entry, fixed)
         return fixed

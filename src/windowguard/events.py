@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 __all__ = [
+    "CalibrationCapped",
     "CalibrationUpdated",
     "ContextEmergencyShrink",
     "ContextEstimate",
@@ -39,7 +40,9 @@ __all__ = [
     "ToolResultEvent",
     "TranscriptDeferred",
     "TranscriptPruned",
+    "UsageExcludesCached",
     "UsageMeasured",
+    "UsageMismatch",
 ]
 
 
@@ -102,6 +105,9 @@ class ContextEstimate(Event):
     measured_tokens: int = 0
     exact: bool = False
     sources: tuple[str, ...] = ()
+    upper_tokens: int = 0
+    """A guaranteed upper count when an exact source exists (exact where measured or
+    counted, bounded elsewhere), which the edge rule decides on; 0 when none exists."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -124,6 +130,49 @@ class UsageMeasured(Event):
     messages: int
     with_base: bool
     drift: int
+    hidden_tokens: int = 0
+    """Of ``measured_tokens``, what the request's visible content cannot account for
+    (reasoning passed by id, encrypted reasoning, server-side state): kept as its own
+    component, never fed to calibration."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CalibrationCapped(Event):
+    """A report would have raised the ``source`` calibration factor (``"heuristic"`` or
+    ``"local"``) to ``observed``; it rose only to ``factor``, the most one report may
+    raise it (x1.5), so a report distorted by something the request does not show
+    cannot inflate every later estimate at once."""
+
+    kind: ClassVar[str] = "calibration_capped"
+    source: str
+    factor: float
+    observed: float
+    origin: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UsageExcludesCached(Event):
+    """The provider's ``prompt_tokens`` leave out the cached tokens it reports beside
+    them (``reported_tokens`` + ``cached_tokens`` is the prompt): from now on the two are
+    added. ``evidence`` says what showed it."""
+
+    kind: ClassVar[str] = "usage_excludes_cached"
+    reported_tokens: int
+    cached_tokens: int
+    evidence: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UsageMismatch(Event):
+    """A report disagrees with the local exact count of the same request by more than
+    the templates' tolerance: the report is trusted (it is the provider's count) and the
+    local count's calibration grows from it; a server whose template differs from the
+    family's shows here."""
+
+    kind: ClassVar[str] = "usage_mismatch"
+    reported_tokens: int
+    counted_tokens: int
+    counter: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

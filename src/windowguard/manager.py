@@ -3,9 +3,9 @@
 Before every provider send, :meth:`ContextWindowManager.fit` returns the transcript
 to send — the caller's own message objects, in order, a subsequence of what was
 given — with the head and the newest turn always kept and the oldest whole turns
-dropped until the request's best count fits ``window - reserve - safety``; and the
-``max_tokens`` that fits what is left (the shrink guard), so prompt + tools + output
-never exceed the window. When even head + newest turn cannot fit it raises
+dropped until the request fits ``window - reserve - safety``; and the ``max_tokens``
+that fits what is left (the shrink guard), so prompt + tools + output never exceed the
+window. When even head + newest turn cannot fit it raises
 :class:`~windowguard.ContextTruncatedError` and no provider call may follow.
 
 Counting, from the best source available (DESIGN.md "Accounting"):
@@ -14,33 +14,39 @@ Counting, from the best source available (DESIGN.md "Accounting"):
   reported for each earlier request (``last_usage``) are exact; the difference between
   consecutive reports is the exact cost of the turns appended in between, and measured
   turns keep their cost after a prune;
-* a **remote count** (:mod:`windowguard.accounting.remote`): the serving endpoint's own
-  count, asked only when a decision is near the edge (the send would prune anew,
-  shrink ``max_tokens`` or refuse, or its estimate is within a tenth of the budget), at
-  most ``max_remote_counts`` times per send;
+* a caller's own **counter** (``counter=``), authoritative: it counts every message the
+  ledger has not measured, and ``Fit.sources`` names it;
 * a **local exact tokenizer** with the family's template accounting
-  (:mod:`windowguard.accounting.local`), found automatically, used near the edge for
-  what nothing has measured;
+  (:mod:`windowguard.accounting.local`), found automatically, used near the edge;
+* a **remote count** (:mod:`windowguard.accounting.remote`): the serving endpoint's own
+  count, asked only near the edge, at most ``max_remote_counts`` times per send;
 * the over-counting **heuristic** (:mod:`windowguard.estimate`) for the rest.
+
+**The edge rule** (:mod:`windowguard._decide`, decision 0004): whenever an exact source
+exists, decisions rest on an upper count (exact where measured or counted, a guaranteed
+bound — the UTF-8 bytes a template shows, plus framing — elsewhere); near the edge the
+unmeasured part is counted exactly first. Only with no exact source at all does the
+heuristic's estimate decide (ADR-107).
 
 Calibration (ADR-107) applies to the estimated part only, one factor per estimating
 source (the heuristic's starts at 1.05, the local tokenizer's at 1.0): each only rises,
-to measured / estimated of what a report newly measured, and resets on a run's first
-send (``last_usage=None``). A later send whose provider reported no usage passes
+by at most x1.5 per report, to measured / estimated of what a report newly measured
+(tokens the request does not show are kept apart), and resets on a run's first send
+(``last_usage=None``). A later send whose provider reported no usage passes
 :data:`~windowguard.NO_USAGE`.
 
-Refusals rest on the best count: with any exact source, head + newest turn + tools (an
-upper bound, exact where measured) plus the output floor must exceed the window for
+Refusals rest on the best count: with any exact source, head + newest turn + tools
+(exact where counted) plus the output floor must exceed the window for
 :class:`~windowguard.ContextTruncatedError`; otherwise they are sent with ``max_tokens``
 shrunk to fit. With no exact source at all, when the estimate exceeds the input budget
-(ADR-107, as before). See ``docs/decisions/0004-token-accounting.md``.
+(ADR-107). See ``docs/decisions/0004-token-accounting.md``.
 
 Work per send is proportional to what was appended since the previous send when no
 decision is near the edge: only new messages are shaped and estimated, the ledger
-attributes the report to them, and pruning searches prefix sums. Messages are assumed
-not to be mutated after they were sent; appending, dropping or replacing whole messages
-is handled (a changed prefix rebuilds from the per-message cache, keeping what the
-ledger measured of messages that are still there).
+attributes the report to them in O(log n), and pruning searches prefix sums. Messages
+are assumed not to be mutated after they were sent; appending, dropping or replacing
+whole messages is handled (a changed prefix rebuilds from the per-message cache, keeping
+what the ledger measured of messages that are still there).
 
 Damaged input (orphaned result, unanswered call, unknown role, content of a wrong
 type) is passed on unchanged with ``Fit.deferred`` set and a ``transcript_deferred``
@@ -51,19 +57,24 @@ from __future__ import annotations
 
 import copy as _copy
 import logging
-from bisect import bisect_left
 from collections.abc import Generator, Sequence
 from dataclasses import replace
 from typing import Any
 
 from ._damaged import plan_damaged
+from ._decide import Policy, candidate, choose, near_edge, refuse_or_keep
 from ._fitting import Composition, Count, Fit, FitContext, build_fit, learn
-from ._transcript import RequestParts, Transcript, update_transcript
+from ._transcript import Fixed, RequestParts, Transcript, update_transcript
 from .accounting import CounterArg, choose_sources, infer_family
 from .accounting.ledger import Factors
 from .accounting.local import TEMPLATE_OF, TemplateAccounting
 from .accounting.remote import CountQuery, RemoteCounter, RemoteCountError
-from .accounting.usage import NO_USAGE, Calibration, prompt_tokens_from_usage
+from .accounting.usage import (
+    NO_USAGE,
+    Calibration,
+    cached_tokens_from_usage,
+    prompt_tokens_from_usage,
+)
 from .adapters import check_format, check_messages
 from .budget import Budget, compute_budget
 from .catalog import ModelInfo, OverridesArg, resolve_model_info
@@ -75,9 +86,11 @@ from .events import (
     TokenizerInferred,
     TranscriptDeferred,
     TranscriptPruned,
+    UsageExcludesCached,
+    UsageMismatch,
 )
-from .exceptions import ConfigurationError, ContextTruncatedError, InvalidTranscriptError
-from .prune import POLICIES, PruningPolicy, choose_drop, turns_to_drop
+from .exceptions import ConfigurationError, InvalidTranscriptError
+from .prune import POLICIES, PruningPolicy
 from .shrink import DEFAULT_FLOOR, DEFAULT_SAFETY_BUFFER
 from .templates import TEXT_TEMPLATES
 from .turns import Problem, segment
@@ -88,14 +101,15 @@ logger = logging.getLogger("windowguard")
 
 DEFAULT_FALLBACK_WINDOW = 8192
 DEFAULT_MAX_REMOTE_COUNTS = 2
+"""Remote counts one send may ask for (a confirmation, then the pruned request)."""
 LOCAL_CALIBRATION_SEED = 1.0
 """Local exact counts start uncalibrated: they are the template's own count, within a
 token or two; their factor grows only if reports show them short."""
-NEAR_EDGE = 0.9
-"""A send whose estimate reaches this share of the budget is near the edge."""
 DEFAULT_HOLD_TURNS = 4
 """A low-water prune must free room for this many typical turns (decision 0003)."""
-"""Remote counts one send may ask for (a confirmation, then the pruned request)."""
+MISMATCH_TOLERANCE = 0.02
+"""How far a report may differ from the local exact count of the same request (plus 8
+tokens) before a ``usage_mismatch`` event says so."""
 
 RemoteAnswer = int | BaseException
 
@@ -201,19 +215,29 @@ class ContextWindowManager:
         self.remote: RemoteCounter | None = sources.remote
         self._auto_remote = sources.auto_remote
         self._auto_local = sources.auto_local
+        # A caller's own counter is authoritative: it counts every unmeasured message.
+        self._local_name = sources.local_name
+        self._cached_apart = False  # the provider's prompt_tokens leave cached ones out
+        self._reset_run_state()
+        self._sources_cache: (
+            tuple[RemoteCounter | None, TemplateAccounting | None, Estimator, tuple[str, ...]]
+            | None
+        ) = None
+        self._budget_cache: tuple[tuple[int, object, object, object], object, Budget] | None = None
+
+    def _reset_run_state(self) -> None:
         self.calibration = Calibration()
         self.local_calibration = Calibration(LOCAL_CALIBRATION_SEED)
         self._factors_cache = Factors(self.calibration.factor, self.local_calibration.factor)
         self._run: Transcript | None = None
         self._parts = RequestParts(self.estimator)
         self._sent: Composition | None = None
+        self._sent_reply: int | None = None
         self._pending: list[Event] = []
+        # The request a provider refused without saying how large it was (its
+        # composition and reply): the next fit sends strictly less.
+        self._refused: tuple[Composition, int | None] | None = None
         self._distrust = False
-        self._budget_cache: tuple[tuple[int, object, object, object], object, Budget] | None = None
-        self._sources_cache: (
-            tuple[RemoteCounter | None, TemplateAccounting | None, Estimator, tuple[str, ...]]
-            | None
-        ) = None
 
     @classmethod
     def from_endpoint(
@@ -278,7 +302,8 @@ class ContextWindowManager:
 
     @property
     def counter_name(self) -> str:
-        """What counts the unmeasured parts: remote, local and the heuristic's family."""
+        """What counts the unmeasured parts: remote, local (or the caller's counter) and
+        the heuristic's family."""
         return ", ".join(self._counter_sources)
 
     @property
@@ -296,10 +321,16 @@ class ContextWindowManager:
             if remote is not None:
                 names.append(f"remote:{remote.name}")
             if local is not None:
-                names.append(f"local:{local.family}")
+                names.append(self._local_name or f"local:{local.family}")
             names.append(f"heuristic:{estimator.tokenizer}")
             cached = self._sources_cache = (remote, local, estimator, tuple(names))
         return cached[3]
+
+    @property
+    def has_exact_source(self) -> bool:
+        """Whether anything can count the unmeasured part exactly (a caller's counter, a
+        local tokenizer, a count API): then decisions rest on upper counts."""
+        return self.local is not None or self.remote is not None
 
     @property
     def wants_remote_counter(self) -> bool:
@@ -323,23 +354,12 @@ class ContextWindowManager:
 
     def reset(self) -> None:
         """Start a new run: forget calibration, the ledger and cached estimates."""
-        self.calibration.reset()
-        self.local_calibration.reset()
-        self._run = None
-        self._parts = RequestParts(self.estimator)
-        self._sent = None
-        self._distrust = False
+        self._reset_run_state()
 
     def copy(self) -> ContextWindowManager:
         """A manager with the same configuration and fresh per-run state."""
         clone = _copy.copy(self)
-        clone.calibration = Calibration()
-        clone.local_calibration = Calibration(LOCAL_CALIBRATION_SEED)
-        clone._run = None
-        clone._parts = RequestParts(self.estimator)
-        clone._sent = None
-        clone._pending = []
-        clone._distrust = False
+        clone._reset_run_state()
         return clone
 
     def observe_usage(self, last_usage: object) -> None:
@@ -348,8 +368,49 @@ class ContextWindowManager:
         if last_usage is NO_USAGE:
             return
         reported = prompt_tokens_from_usage(last_usage)
-        if reported is not None:
-            self._learn_sent(reported, "usage")
+        if reported is None:
+            return
+        cached = cached_tokens_from_usage(last_usage)
+        if cached and not self._cached_apart:
+            self._check_cached_apart(reported, cached)
+        if cached and self._cached_apart:
+            reported += cached
+        self._learn_sent(reported, "usage")
+
+    def _check_cached_apart(self, reported: int, cached: int) -> None:
+        """Whether ``reported`` leaves out the ``cached`` tokens reported beside it: it
+        does when it is below what is already known exactly of the same request, or when
+        adding them brings it closer to a local exact count of the whole request."""
+        sent = self._sent
+        if sent is None or sent.run is not self._run:
+            return
+        known = sent.measured
+        evidence = ""
+        if reported + 8 < known <= reported + cached + 8:
+            evidence = f"below the {known} tokens already measured of the same request"
+        elif sent.counted is not None:
+            counted = sent.counted
+            tolerance = max(8, int(MISMATCH_TOLERANCE * counted))
+            if abs(reported - counted) > tolerance and abs(reported + cached - counted) < abs(
+                reported - counted
+            ):
+                evidence = f"the local exact count of the request is {counted}"
+        if not evidence:
+            return
+        self._cached_apart = True
+        self._pending.append(
+            UsageExcludesCached(reported_tokens=reported, cached_tokens=cached, evidence=evidence)
+        )
+        logger.warning(
+            "the provider's prompt_tokens (%d) leave out the %d cached tokens (%s); adding them",
+            reported,
+            cached,
+            evidence,
+        )
+        # Earlier reports may have left them out too: what they measured is forgotten.
+        run = self._run
+        if run is not None:
+            run.ledger.forget_measurements()
 
     def observe_overflow(
         self, prompt_tokens: int | None = None, context_window: int | None = None
@@ -362,22 +423,33 @@ class ContextWindowManager:
             context_window: the window the provider stated; adopted when smaller than
                 the one in use (the provider knows what it serves).
 
-        The next fit treats its decision as near the edge: it asks the remote counter,
-        when there is one, before sending again.
+        The next fit treats its decision as near the edge: it counts exactly, when it
+        can, before sending again. When the provider gave no numbers, the next fit sends
+        strictly less than the refused request: it assumes a window below what that
+        request was counted to need, so it drops at least one whole turn or shrinks
+        ``max_tokens`` — never the same request twice.
         """
         if prompt_tokens is not None:
             self._learn_sent(prompt_tokens, "overflow error")
         self._distrust = True
         info = self.model_info
         if context_window is not None and 0 < context_window < info.context_window:
-            self.model_info = replace(
-                info,
-                context_window=context_window,
-                max_output_tokens=_at_most(info.max_output_tokens, context_window),
-                max_input_tokens=_at_most(info.max_input_tokens, context_window),
-                source="discovered",
-                origin="the provider's overflow error",
-            )
+            self._assume_window(context_window, "the provider's overflow error")
+        elif prompt_tokens is None and context_window is None:
+            sent = self._sent
+            if sent is not None and sent.run is self._run:
+                self._refused = (sent, self._sent_reply)
+
+    def _assume_window(self, window: int, origin: str) -> None:
+        info = self.model_info
+        self.model_info = replace(
+            info,
+            context_window=window,
+            max_output_tokens=_at_most(info.max_output_tokens, window),
+            max_input_tokens=_at_most(info.max_input_tokens, window),
+            source="discovered",
+            origin=origin,
+        )
 
     # -- fitting ---------------------------------------------------------------------
 
@@ -473,33 +545,46 @@ class ContextWindowManager:
         run = self._run = update_transcript(self._run, messages, explicit, system, self.estimator)
         seg = run.index.segmentation()
         fixed = self._parts.fixed(run.format, system, tools)
+        refused, self._refused = self._refused, None
         budget = self._budget(max_tokens, self.safety if safety is None else safety)
-        ctx = FitContext(run=run, seg=seg, fixed=fixed, budget=budget, requested=max_tokens)
+        self._infer_tokenizer_from_base(run, seg.head_stop, fixed, events)
+        ctx = FitContext(
+            run=run,
+            seg=seg,
+            fixed=fixed,
+            budget=budget,
+            requested=max_tokens,
+            use_upper=self.has_exact_source,
+        )
+        if self._local_name is not None:
+            self._count_locally(ctx)  # a caller's counter counts everything unmeasured
         if seg.problems:
             if self.strict:
                 first = seg.problems[0]
                 raise InvalidTranscriptError(first.problem, index=first.index)
             return self._fit_damaged(messages, ctx, seg.problems, events)
         calls = 0
-        distrust, self._distrust = self._distrust, False
-        dropped = self._choose(ctx)
-        if self._near_edge(ctx, dropped) or distrust:
-            self._infer_tokenizer(ctx, events)
+        distrust, self._distrust = self._distrust or refused is not None, False
+        dropped = choose(ctx, self._factors, self._policy)
+        if ctx.use_upper and (distrust or self._near_edge(ctx, dropped)):
             if self._count_locally(ctx):
-                dropped = self._choose(ctx)
+                dropped = choose(ctx, self._factors, self._policy)
             while calls < self.max_remote_counts and self.remote is not None:
-                candidate = self._candidate(ctx, dropped)
-                if candidate is None:
+                if not (distrust and calls == 0) and not self._near_edge(ctx, dropped):
                     break
-                answer = yield ctx.query(candidate, messages, system, self.model or "")
+                kept_from = candidate(ctx, dropped, self._factors)
+                if kept_from is None:
+                    break
+                answer = yield ctx.query(kept_from, messages, system, self.model or "")
                 calls += 1
-                if not self._counted(ctx, candidate, answer, events, "confirm"):
+                if not self._counted(ctx, kept_from, answer, events, "confirm"):
                     break
-                dropped = self._choose(ctx)
-                if not self._near_edge(ctx, dropped):
-                    break
-        if (
+                dropped = choose(ctx, self._factors, self._policy)
+        if refused is not None and self._shrink_below(ctx, refused, max_tokens, safety):
+            dropped = choose(ctx, self._factors, self._policy)
+        elif (
             distrust
+            and not ctx.use_upper
             and dropped is not None
             and not ctx.count(ctx.kept_from(dropped), self._factors).exact
         ):
@@ -508,7 +593,7 @@ class ContextWindowManager:
             # the low-water mark, rather than the same request again.
             lowered = int(ctx.budget.input_tokens * self.low_water)
             ctx.budget = replace(ctx.budget, input_tokens=lowered)
-            dropped = self._choose(ctx)
+            dropped = choose(ctx, self._factors, self._policy)
         if dropped is None:
             minimal = len(seg.turn_starts) - 1 if seg.turn_starts else 0
             count = ctx.count(ctx.kept_from(minimal), self._factors)
@@ -516,12 +601,61 @@ class ContextWindowManager:
                 answer = yield ctx.query(ctx.kept_from(minimal), messages, system, self.model or "")
                 calls += 1
                 if self._counted(ctx, ctx.kept_from(minimal), answer, events, "refusal check"):
-                    dropped = self._choose(ctx)
+                    dropped = choose(ctx, self._factors, self._policy)
                     count = ctx.count(ctx.kept_from(minimal), self._factors)
             if dropped is None:
-                self._refuse_or_keep(ctx, count)
+                refuse_or_keep(ctx, count, floor=self.floor, source=self._source_of(count))
                 dropped = minimal
         return self._fitted(messages, ctx, dropped, events, calls)
+
+    @property
+    def _policy(self) -> Policy:
+        return Policy(pruning=self.pruning, low_water=self.low_water, hold_turns=self.hold_turns)
+
+    def _near_edge(self, ctx: FitContext, dropped: int | None) -> bool:
+        return near_edge(
+            ctx, dropped, self._factors, self.model_info, cheap_exact=self.local is not None
+        )
+
+    def _shrink_below(
+        self,
+        ctx: FitContext,
+        refused: tuple[Composition, int | None],
+        max_tokens: int | None,
+        safety: int | None,
+    ) -> bool:
+        """A provider refused the last request without numbers: assume a window below
+        what that request is now counted to need (exactly, when it could be counted, else
+        its decision count) plus its reply, so the next request is strictly smaller: at
+        least one whole turn fewer, or a smaller ``max_tokens``. Returns whether the
+        window changed (the budget is made again)."""
+        sent, reply = refused
+        if sent.run is ctx.run and sent.end <= ctx.end:
+            found = ctx.run.ledger.count(
+                key=sent.key,
+                head_stop=sent.head_stop,
+                kept_from=sent.kept_from,
+                end=sent.end,
+                costs=ctx.costs,
+                factors=self._factors,
+            )
+            tokens = found.best if found.exact or not ctx.use_upper else found.upper
+        else:
+            tokens = sent.upper if ctx.use_upper else sent.best
+        needed = tokens + (reply or 0)
+        window = max(needed - 1, self.floor + 1)
+        if not 0 < window < self.model_info.context_window:
+            return False
+        self._assume_window(window, "a provider's overflow error without numbers")
+        logger.warning(
+            "the provider refused a request counted at %d tokens (+%d reply) as too long, "
+            "without saying its window: assuming %d",
+            tokens,
+            reply or 0,
+            window,
+        )
+        ctx.budget = self._budget(max_tokens, self.safety if safety is None else safety)
+        return True
 
     def _budget(self, max_tokens: int | None, safety: int) -> Budget:
         """The input budget, made again only when what it depends on changes."""
@@ -541,108 +675,22 @@ class ContextWindowManager:
         self._budget_cache = (key, safety, budget)
         return budget
 
-    # -- decisions -------------------------------------------------------------------
+    # -- counting ----------------------------------------------------------------------
 
-    def _choose(self, ctx: FitContext) -> int | None:
-        factors = self._factors
-        if ctx.count(ctx.kept_from(0), factors).tokens <= ctx.budget.input_tokens:
-            return 0  # everything fits: no policy has anything to decide (the count is kept)
-        turn_starts = ctx.seg.turn_starts
-        return choose_drop(
-            cost=ctx.cost_function(factors),
-            turn_starts=turn_starts,
-            budget=ctx.budget.input_tokens,
-            policy=self.pruning,
-            low_water=self.low_water,
-            anchor=ctx.run.anchor,
-            turn_tokens=ctx.typical_turn(factors) if self.hold_turns else 0,
-            hold_turns=self.hold_turns,
-        )
-
-    def _near_edge(self, ctx: FitContext, dropped: int | None) -> bool:
-        """Whether the send would prune anew, shrink ``max_tokens`` or refuse, or its
-        estimate lies within a tenth of the budget (where an estimate's error matters)."""
-        if dropped is None:
-            return True
-        if dropped and ctx.kept_from(dropped) != ctx.run.anchor:
-            return True
-        count = ctx.count(ctx.kept_from(dropped), self._factors)
-        if count.exact:
-            return False
-        budget = ctx.budget
-        if count.tokens >= NEAR_EDGE * budget.input_tokens:
-            return True
-        requested = ctx.requested
-        if requested is None:
-            return False
-        reply = min(requested, self.model_info.max_output_tokens or requested)
-        return count.tokens + reply + budget.safety > budget.context_window
-
-    def _candidate(self, ctx: FitContext, dropped: int | None) -> int | None:
-        """Where the request to count remotely keeps turns from, or None (all exact).
-
-        The least-pruned request the policy could keep (the previous cut, else every
-        turn), unless its estimate is past twice the budget: then the fewest drops that
-        bring the estimate there, so a huge transcript is never sent to be counted.
-        """
-        anchor = ctx.run.anchor
-        starts = ctx.seg.turn_starts
-        least = 0
-        if anchor is not None:
-            position = bisect_left(starts, anchor)
-            if position < len(starts) and starts[position] == anchor:
-                least = position
-        if dropped is not None:
-            least = min(least, dropped)
-        cost = ctx.cost_function(self._factors)
-        if cost(least) > 2 * ctx.budget.input_tokens:
-            found = turns_to_drop(
-                cost=lambda d: cost(least + d),
-                turns=len(starts) - least,
-                budget=2 * ctx.budget.input_tokens,
-            )
-            least = len(starts) - 1 if found is None else least + found
-        kept_from = ctx.kept_from(max(least, 0))
-        if ctx.count(kept_from, self._factors).exact:
-            if dropped is None or ctx.count(ctx.kept_from(dropped), self._factors).exact:
-                return None
-            return ctx.kept_from(dropped)
-        return kept_from
-
-    def _refuse_or_keep(self, ctx: FitContext, count: Count, damage: str = "") -> None:
-        """Head + newest turn exceed the budget: refuse only when the best count of them
-        (an upper bound: exact where measured, over-counted elsewhere) plus the smallest
-        reply exceeds the window; else send them with ``max_tokens`` shrunk to fit. With
-        no exact source at all (nothing measured, no tokenizer), ADR-107's rule: refuse
-        when the estimate exceeds the input budget."""
-        budget = ctx.budget
-        window = budget.context_window
-        if count.exact or self._has_exact_source(ctx):
-            refuse = count.tokens + self.floor > window
-        else:
-            refuse = count.tokens > budget.input_tokens
-        if refuse:
-            raise ContextTruncatedError(
-                estimated_tokens=count.tokens,
-                budget=budget.input_tokens,
-                context_window=window,
-                exact=count.exact,
-                source=self._source_of(count),
-                floor=self.floor,
-                damage=damage,
-            )
-
-    def _infer_tokenizer(self, ctx: FitContext, events: list[Event]) -> None:
+    def _infer_tokenizer_from_base(
+        self, run: Transcript, head_stop: int, fixed: Fixed, events: list[Event]
+    ) -> None:
         """For a model of unknown family, name its tokenizer from the first exact base
         (framing + tools + head, reported alone), once per run."""
         if not self._auto_local or self.local is not None:
             return
-        base = ctx.run.ledger.bases.get(ctx.key)
+        key = run.base_key[2] if run.base_key is not None else None
+        base = run.ledger.bases.get(key) if key is not None else None
         if base is None or base.span is not None:
             return
         self._auto_local = False
-        head = [e.shape for e in ctx.run.ledger.entries[: ctx.seg.head_stop]]
-        tools, system_raw = ctx.fixed.tools, ctx.fixed.system_raw
+        head = [e.shape for e in run.ledger.entries[:head_stop]]
+        tools, system_raw = fixed.tools, fixed.system_raw
 
         def count_with(accounting: TemplateAccounting) -> int:
             counted = accounting.fixed_tokens(tools) + system_raw
@@ -664,16 +712,14 @@ class ContextWindowManager:
         if self.local is None:
             return False
         try:
-            ctx.count_locally(self.local)
-        except Exception as exc:  # a broken tokenizer falls back to the heuristic
+            return ctx.count_locally(self.local, self._factors) > 0
+        except Exception as exc:  # a broken tokenizer falls back
             logger.warning("local exact counting failed (%s); using the heuristic", exc)
             self.local = None
+            self._local_name = None
             ctx.local_fixed = None
+            ctx.use_upper = self.has_exact_source
             return False
-        return True
-
-    def _has_exact_source(self, ctx: FitContext) -> bool:
-        return self.local is not None or bool(ctx.run.ledger.bases)
 
     def _source_of(self, count: Count) -> str:
         if count.exact:
@@ -693,7 +739,7 @@ class ContextWindowManager:
             return False
         kept = ctx.seg.head_stop + ctx.end - kept_from
         events.append(RemoteCounted(counter=name, tokens=answer, messages=kept, purpose=why))
-        sent = ctx.composition(kept_from)
+        sent = ctx.composition(kept_from, self._factors)
         self._learn(sent, answer, f"remote:{name}", events)
         return True
 
@@ -701,6 +747,16 @@ class ContextWindowManager:
         sent = self._sent
         if sent is None or sent.run is not self._run:
             return
+        counted = sent.counted
+        if counted is not None and origin == "usage":
+            tolerance = 8 + int(MISMATCH_TOLERANCE * counted)
+            if abs(total - counted) > tolerance:
+                name = self._local_name or (
+                    f"local:{self.local.family}" if self.local is not None else "local"
+                )
+                self._pending.append(
+                    UsageMismatch(reported_tokens=total, counted_tokens=counted, counter=name)
+                )
         self._learn(sent, total, origin, self._pending)
 
     @property
@@ -719,6 +775,8 @@ class ContextWindowManager:
             local_calibration=self.local_calibration,
             family=self.local.family if self.local is not None else self.estimator.tokenizer,
             origin=origin,
+            factors=self._factors,
+            events=events,
         )
         events.append(event)
 
@@ -775,7 +833,7 @@ class ContextWindowManager:
                 )
         else:
             kept = run.take(messages)
-        self._sent = ctx.composition(kept_from)
+        self._sent = ctx.composition(kept_from, self._factors)
         dropped_messages = len(messages) - len(kept)
         return self._result(kept, ctx, count, dropped, dropped_messages, (), events, calls)
 
@@ -790,7 +848,7 @@ class ContextWindowManager:
         events: list[Event],
         calls: int,
     ) -> Fit:
-        return build_fit(
+        fit = build_fit(
             kept,
             ctx,
             count,
@@ -804,6 +862,8 @@ class ContextWindowManager:
             factors=self._factors,
             counter_sources=self._counter_sources,
         )
+        self._sent_reply = fit.max_tokens
+        return fit
 
     def _fit_damaged(
         self,
@@ -818,9 +878,17 @@ class ContextWindowManager:
             plan = plan_damaged(ctx, problems, self._factors)
         described = tuple(str(p) for p in problems)
         if not plan.fits:
-            self._refuse_or_keep(ctx, plan.count, damage="; ".join(described[:3]))
+            refuse_or_keep(
+                ctx,
+                plan.count,
+                floor=self.floor,
+                source=self._source_of(plan.count),
+                damage="; ".join(described[:3]),
+            )
         ctx.run.anchor = None
-        self._sent = ctx.composition(plan.kept_from) if plan.kept_from is not None else None
+        self._sent = (
+            ctx.composition(plan.kept_from, self._factors) if plan.kept_from is not None else None
+        )
         kept = [messages[i] for i in plan.kept]
         logger.warning(
             "transcript is damaged (%s); the damaged stretch is sent whole%s",
@@ -862,7 +930,7 @@ class ContextWindowManager:
         events: list[Event],
     ) -> Fit:
         count = ctx.count(ctx.seg.head_stop, self._factors)
-        self._sent = ctx.composition(ctx.seg.head_stop)
+        self._sent = ctx.composition(ctx.seg.head_stop, self._factors)
         described = tuple(str(p) for p in problems)
         logger.warning(
             "transcript is damaged (%s); sending it unchanged for the provider to judge",

@@ -49,13 +49,15 @@ def calibrated(raw_tokens: int, factor: float) -> int:
     return math.ceil(raw_tokens * factor)
 
 
-def turns_to_drop(*, cost: Cost, turns: int, budget: int) -> int | None:
+def turns_to_drop(*, cost: Cost, turns: int, budget: int, hint: int | None = None) -> int | None:
     """The fewest oldest turns to drop so the request fits ``budget``.
 
     Args:
         cost: the request's count after dropping ``n`` oldest turns (non-increasing).
         turns: how many turns the transcript has (the newest is never dropped).
         budget: the input budget.
+        hint: a likely answer (the previous send's): the search starts there, so a send
+            whose cut moves by a turn costs two or three counts, not ``log2(turns)``.
 
     Returns:
         How many oldest turns to drop (0 when everything fits), or None when even the
@@ -63,9 +65,23 @@ def turns_to_drop(*, cost: Cost, turns: int, budget: int) -> int | None:
     """
     if cost(0) <= budget:
         return 0
-    if turns < 2 or cost(turns - 1) > budget:
+    if turns < 2:
         return None
     low, high = 1, turns - 1  # cost(high) fits, cost(low - 1) does not
+    if hint is not None and low <= hint <= high:
+        if cost(hint) <= budget:
+            if hint == low or cost(hint - 1) > budget:
+                return hint
+            high = hint - 1
+        else:
+            low = hint + 1
+            if low <= high and cost(low) <= budget:
+                return low
+            low += 1
+            if low > high:
+                return None if cost(high) > budget else high
+    if cost(high) > budget:
+        return None
     while low < high:
         middle = (low + high) // 2
         if cost(middle) <= budget:
@@ -106,13 +122,21 @@ def choose_drop(
         The number of oldest turns to drop, or None when head + newest turn cannot fit.
     """
     turns = len(turn_starts)
-    minimal = turns_to_drop(cost=cost, turns=turns, budget=budget)
+    previous: int | None = None
+    if anchor is not None:
+        at = bisect_left(turn_starts, anchor)
+        if at < turns and turn_starts[at] == anchor:
+            previous = at
+    if (
+        policy == "low_water"
+        and previous is not None
+        and cost(0) > budget
+        and cost(previous) <= budget
+    ):
+        return previous  # the previous cut still fits (so minimal <= it): keep it
+    minimal = turns_to_drop(cost=cost, turns=turns, budget=budget, hint=previous)
     if policy == "minimal" or not minimal:
         return minimal
-    if anchor is not None:
-        kept_from = bisect_left(turn_starts, anchor)
-        if kept_from < turns and turn_starts[kept_from] == anchor and kept_from >= minimal:
-            return kept_from
     mark = math.floor(budget * low_water)
     if hold_turns and budget - mark < hold_turns * turn_tokens:
         return minimal

@@ -27,7 +27,14 @@ from ..exceptions import ConfigurationError
 from .local import LOCAL_FAMILIES, TEMPLATE_OF, TemplateAccounting, local_accounting
 from .remote import RemoteCounter
 
-__all__ = ["INFERENCE_TOLERANCE", "CounterArg", "Sources", "choose_sources", "infer_family"]
+__all__ = [
+    "INFERENCE_TOLERANCE",
+    "CounterArg",
+    "Sources",
+    "choose_sources",
+    "counter_name",
+    "infer_family",
+]
 
 INFERENCE_TOLERANCE = 0.02
 """How close a local count must come to a provider's report to name the tokenizer."""
@@ -53,6 +60,9 @@ class Sources:
     remote: RemoteCounter | None
     auto_remote: bool
     auto_local: bool = False
+    local_name: str | None = None
+    """The name a caller's own counter goes by in ``Fit.sources`` and events
+    (``"counter:<name>"``); None for a tokenizer found automatically."""
 
 
 def choose_sources(counter: CounterArg, family: str | None) -> Sources:
@@ -90,7 +100,18 @@ def choose_sources(counter: CounterArg, family: str | None) -> Sources:
         )
     template_family = family if family is not None and family in TEMPLATE_OF else "o200k"
     local = TemplateAccounting(template_family, cast(TokenCounter, counter))
-    return Sources(local=local, remote=None, auto_remote=False)
+    return Sources(
+        local=local, remote=None, auto_remote=False, local_name=f"counter:{counter_name(counter)}"
+    )
+
+
+def counter_name(counter: object) -> str:
+    """What a caller's counter is called: its ``name`` attribute when it has a string
+    one, else its class name."""
+    name = getattr(counter, "name", None)
+    if isinstance(name, str) and name:
+        return name
+    return type(counter).__name__
 
 
 def infer_family(

@@ -8,28 +8,46 @@ known exactly already, the difference is the exact cost of the rest: usually the
 appended since the previous send. That rest becomes a **span**: a contiguous run of
 messages (and the base, when it was not known yet) with a measured total.
 
-Spans are stored per message as values that sum to the span's total, *back-filled*
-from the newest message: each message gets its calibrated estimate until the total is
-used up, the oldest ones what is left. Pruning only ever drops the oldest turns, so
-what stays of a span is a suffix of it, and a suffix's values add up to
-``min(total, estimate of the suffix)``: never below its real cost while the estimate is
-not. A span that is kept whole is counted at exactly its total. A base measured
-together with messages gets ``min(total, its estimate)`` first; that keeps every
-"base + suffix" an upper bound too.
+Every message (an :class:`Entry`) carries three costs that never depend on what was
+measured: the heuristic's raw estimate, a **guaranteed bound** (no byte-level BPE emits
+more tokens than the bytes it is shown, plus bounded framing) and, once counted, the
+local exact tokenizer's count. A request's count has two readings:
+
+* **upper**: exact where measured (a span kept whole, a base measured), the local count
+  (times its calibration factor) or the bound elsewhere. It is never below the request's
+  real size while the local counts are not, which is what decisions near the edge rest
+  on (decision 0004, "the edge rule");
+* **best**: exact where measured, a proportional share of a cut span's total for its kept
+  members, the calibrated estimate elsewhere: the number reported, and what decides when
+  no exact source exists at all (ADR-107).
+
+Spans are kept as a sorted list of ranges, not written into their messages: recording
+one, and counting any request, costs O(log spans), so a report that covers a thousand
+messages (a run's first report of a long transcript) costs what one covering a single
+turn does. A span's total is split among its members only when a request keeps part of
+it (the span is *cut*): in proportion to their local counts or estimates, which is only
+ever the *best* reading; the *upper* reading of a cut span's members is their local count
+or bound, so no split can make an upper count fall short.
+
+Tokens a request holds that its visible content cannot account for — Responses reasoning
+items passed by id, encrypted reasoning the server expands, anything over the span's
+guaranteed bound — are *hidden*: kept as their own component on the span (charged to the
+item that holds them, or the newest message), never fed to calibration, and part of the
+upper count wherever that item is kept.
 
 Invariants:
     * a request's count is exact when its base is exactly known and every kept message
-      lies in a span kept whole; otherwise every unmeasured part is an estimate and every
-      cut span an upper bound;
+      lies in a span kept whole; its upper count is an upper bound whenever the local
+      counts are (the tests check both on every corpus request);
     * a report for a request known exactly already is a consistency check: a larger
       report raises the base by the difference (templates are not perfectly additive),
       a smaller one is kept as an upper bound;
     * where a family's template rewrites earlier turns once a new user message arrives
       (Qwen3 drops older reasoning, Anthropic drops older thinking blocks), the measured
       parts may have shrunk within the same report, so the rest is taken as at least its
-      estimate, never below (an upper bound, not a guess);
+      upper count, never below;
     * entries are only ever appended; spans and bases survive a rebuild only while their
-      messages are all still there, in order.
+      messages are all still there, contiguous and in order.
 """
 
 from __future__ import annotations
@@ -37,6 +55,7 @@ from __future__ import annotations
 import itertools
 import math
 import operator
+from bisect import bisect_left, bisect_right
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -45,6 +64,7 @@ from ..shapes import Shape
 
 __all__ = [
     "REWRITES_HISTORY",
+    "BaseCosts",
     "BaseValue",
     "Entry",
     "Factors",
@@ -52,15 +72,11 @@ __all__ = [
     "Observation",
     "RequestCount",
     "Span",
+    "leave_room",
 ]
 
 REWRITES_HISTORY: Final = frozenset({"qwen", "claude"})
 """Families whose templates shorten earlier turns when a new user message arrives."""
-
-
-_RAW: Final = operator.attrgetter("raw")
-_MEASURED: Final = operator.attrgetter("measured")
-_LOCAL: Final = operator.attrgetter("local")
 
 
 def leave_room(items: list[Any]) -> None:
@@ -75,61 +91,71 @@ def leave_room(items: list[Any]) -> None:
         items.pop()
 
 
-def _nothing_known(entries: Sequence[Entry]) -> bool:
-    """Whether none of ``entries`` is measured or counted locally (checked at C speed)."""
-    measured = list(map(_MEASURED, entries))
-    if measured.count(None) != len(measured):
-        return False
-    local = list(map(_LOCAL, entries))
-    return local.count(None) == len(local)
-
-
 class Entry:
-    """One message of the transcript with everything known about its cost.
+    """One message of the transcript with what is known about its cost.
 
     Attributes:
         message: the caller's own message object (kept so its id stays valid).
         shape: its shape.
         raw: the heuristic's raw estimate (always known, cheap).
+        bound: a guaranteed upper bound of the tokens it adds to a prompt.
         local: the exact local template count, once asked for.
-        measured: its back-filled share of a measured span, when measured.
-        span: that span.
-        index: its position in the current transcript.
+        opaque: it may stand for tokens it does not show (a reasoning item, an item
+            reference): reports over it never calibrate, and their excess is hidden.
     """
 
-    __slots__ = ("index", "local", "measured", "message", "raw", "shape", "span")
+    __slots__ = ("bound", "local", "message", "opaque", "raw", "shape")
 
-    def __init__(self, message: object, shape: Shape, raw: int) -> None:
+    def __init__(self, message: object, shape: Shape, raw: int, bound: int) -> None:
         self.message = message
         self.shape = shape
         self.raw = raw
+        self.bound = max(bound, raw) if bound >= 0 else raw
         self.local: int | None = None
-        self.measured: int | None = None
-        self.span: Span | None = None
-        self.index = -1
+        self.opaque = shape.reasoning or shape.kind == "other"
 
     @property
     def estimate(self) -> int:
         """The best raw estimate: the local exact count when known, else the heuristic."""
         return self.raw if self.local is None else self.local
 
-    def calibrated(self, factors: Factors) -> int:
-        """The best estimate, scaled by the factor of the source that made it."""
-        if self.local is None:
-            return math.ceil(self.raw * factors.heuristic)
-        return math.ceil(self.local * factors.local)
-
 
 class Span:
-    """Messages ``[start, stop)`` (and a base, when ``base_key`` is set) measured together."""
+    """Messages ``[start, stop)`` measured together.
 
-    __slots__ = ("base_key", "start", "stop", "total")
+    Attributes:
+        total: the measured tokens of the members (a base's share, when the base was
+            measured with them, is kept apart in its :class:`BaseValue`).
+        hidden: the part of ``total`` their visible content cannot account for.
+        holder: the member that holds ``hidden`` (-1: none).
+        base_key: the base measured together with them, if any.
+        exact: False when ``total`` is an upper bound taken instead of the report's
+            difference (a template that rewrites history).
+    """
 
-    def __init__(self, start: int, stop: int, total: int, base_key: Hashable | None) -> None:
+    __slots__ = ("base_key", "exact", "hidden", "holder", "start", "stop", "total")
+
+    def __init__(
+        self,
+        start: int,
+        stop: int,
+        total: int,
+        *,
+        hidden: int = 0,
+        holder: int = -1,
+        base_key: Hashable | None = None,
+        exact: bool = True,
+    ) -> None:
         self.start = start
         self.stop = stop
         self.total = total
+        self.hidden = hidden
+        self.holder = holder
         self.base_key = base_key
+        self.exact = exact
+
+    def __repr__(self) -> str:
+        return f"Span([{self.start}, {self.stop}), total={self.total}, hidden={self.hidden})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,15 +172,22 @@ class Factors:
         """The calibrated tokens of a heuristic and a local estimate."""
         return math.ceil(heuristic_raw * self.heuristic) + math.ceil(local_raw * self.local)
 
-    def at_least(self, ratio: float) -> Factors:
-        """Both factors raised to ``ratio`` where they are below it."""
-        return Factors(max(self.heuristic, ratio), max(self.local, ratio))
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BaseCosts:
+    """What a request's base costs besides what the ledger measured: framing, system and
+    tools (``fixed_*``, from :class:`~windowguard._transcript.Fixed`; ``fixed_local`` None
+    until counted exactly) and the head's messages (taken from the entries)."""
+
+    fixed_raw: int
+    fixed_bound: int
+    fixed_local: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class BaseValue:
     """A base's tokens: exact when ``span`` is None; else its share of a span measured
-    together with messages (an upper bound alone, exact with the whole span)."""
+    together with messages (exact with the whole span, a share alone)."""
 
     tokens: int
     span: Span | None = None
@@ -162,14 +195,23 @@ class BaseValue:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RequestCount:
-    """What the ledger knows of one request: ``measured`` tokens, the raw estimates of
-    the rest (heuristic and local, to calibrate), and whether ``measured`` is all of it,
-    exactly."""
+    """What the ledger knows of one request.
 
+    Attributes:
+        best: exact where measured, estimates elsewhere (calibrated).
+        upper: exact where measured, local counts (calibrated) or bounds elsewhere.
+        measured: the part counted exactly (whole spans, an exact base).
+        exact: ``measured`` is the whole request.
+        raw: the heuristic's raw estimate of the unmeasured part.
+        local: the local counts of the unmeasured part.
+    """
+
+    best: int
+    upper: int
     measured: int
+    exact: bool
     raw: int
     local: int
-    exact: bool
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -181,8 +223,11 @@ class Observation:
         known: how much of it was known exactly before.
         measured: the tokens newly attributed (``total - known``, or the upper bound
             taken instead when the template may have rewritten history).
+        hidden: the part of ``measured`` the visible content cannot account for.
         estimate_raw: the heuristic's raw estimate of what was newly measured.
         estimate_local: the local exact count of what was newly measured.
+        calibrates: whether calibration may learn from it (no opaque item, nothing
+            hidden, not an upper bound).
         messages: how many messages the new span holds.
         with_base: whether the base was measured in it.
         drift: for a request known exactly already, ``total - known``.
@@ -191,44 +236,71 @@ class Observation:
     total: int
     known: int
     measured: int
+    hidden: int
     estimate_raw: int
     estimate_local: int
+    calibrates: bool
     messages: int
     with_base: bool
     drift: int = 0
 
 
+_RAW: Final = operator.attrgetter("raw")
+_BOUND: Final = operator.attrgetter("bound")
+
+
 class Ledger:
     """Per-run measured costs, aligned with the manager's entries.
 
-    The ledger holds the entries (one per message, in order) and keeps three prefix
-    sums over them, rebuilt lazily from the first changed index: the measured values,
-    the raw estimates of the unmeasured entries, and how many entries are unmeasured.
+    Entry-level prefix sums (over every entry, measured or not) hold the heuristic raw
+    estimates and bounds of entries not counted locally, and the local counts of those
+    that were; they change only when an entry is counted locally. Spans are a sorted
+    list with span-level prefix sums of their totals and sizes.
     """
 
     __slots__ = (
+        "_bnd",
         "_dirty",
-        "_est",
-        "_local",
-        "_measured",
-        "_unmeasured",
-        "_walks",
+        "_loc",
+        "_opq",
+        "_raw",
+        "_span_dirty",
         "bases",
         "entries",
+        "span_bnd",
+        "span_inexact",
+        "span_loc",
+        "span_n",
+        "span_raw",
+        "span_run",
+        "span_starts",
+        "span_total",
+        "spans",
         "version",
     )
 
     def __init__(self) -> None:
         self.entries: list[Entry] = []
         self.bases: dict[Hashable, BaseValue] = {}
-        self._measured: list[int] = [0]
-        self._est: list[int] = [0]
-        self._local: list[int] = [0]
-        self._unmeasured: list[int] = [0]
+        # entry prefixes: raw / bound of entries without a local count, local counts,
+        # opaque entries
+        self._raw: list[int] = [0]
+        self._bnd: list[int] = [0]
+        self._loc: list[int] = [0]
+        self._opq: list[int] = [0]
         self._dirty = 0
-        # kept_from -> how far spans are whole from it: a walk resumes where the last
-        # one stopped, so a send that appends one turn walks one span, not all of them.
-        self._walks: dict[int, int] = {}
+        self.spans: list[Span] = []
+        self.span_starts: list[int] = []
+        # span_run[j]: the first span of the contiguous run (stop == next start) holding j
+        self.span_run: list[int] = []
+        # span prefixes: totals, member counts, and the members' entry-prefix sums
+        self.span_total: list[int] = [0]
+        self.span_n: list[int] = [0]
+        self.span_raw: list[int] = [0]
+        self.span_bnd: list[int] = [0]
+        self.span_loc: list[int] = [0]
+        self.span_inexact: list[int] = [0]
+        self._span_dirty = 0
         self.version = 0
         """Grows whenever anything counted changes (entries, measurements, bases)."""
 
@@ -236,143 +308,237 @@ class Ledger:
 
     def append(self, entries: Sequence[Entry]) -> None:
         """Append entries (new messages) in transcript order."""
-        start = len(self.entries)
-        for offset, entry in enumerate(entries):
-            entry.index = start + offset
         self.entries.extend(entries)
         if len(entries) > 32:
             leave_room(self.entries)
         self.version += 1
 
-    def adopt(self, entries: Sequence[Entry], bases: dict[Hashable, BaseValue]) -> None:
-        """Take over ``entries`` (a rebuilt transcript) and the previous run's bases.
+    def adopt(self, entries: Sequence[Entry], old: Ledger | None) -> None:
+        """Take over ``entries`` (a rebuilt transcript) and what ``old`` measured.
 
-        Spans whose messages are no longer all present, contiguous and in order are
-        forgotten (their entries become unmeasured again).
+        Spans whose messages are all still present, contiguous and in order are kept
+        (re-indexed); the others are forgotten (their messages are unmeasured again), and
+        so are bases measured together with a forgotten span.
         """
         self.append(entries)
-        self.bases = dict(bases)
-        seen: dict[int, tuple[Span, list[Entry]]] = {}
-        for entry in entries:
-            span = entry.span
-            if span is not None:
-                seen.setdefault(id(span), (span, []))[1].append(entry)
-        for span, members in seen.values():
-            first = members[0].index
-            contiguous = all(m.index == first + i for i, m in enumerate(members))
-            if contiguous and len(members) == span.stop - span.start:
-                span.start, span.stop = first, first + len(members)
-            else:
-                for member in members:
-                    member.measured = member.span = None
-        self._dirty = 0
+        if old is None:
+            return
+        position = {id(entry): index for index, entry in enumerate(entries)}
+        kept: list[Span] = []
+        forgotten: set[int] = set()
+        old_entries = old.entries
+        for span in old.spans:
+            first = position.get(id(old_entries[span.start]), -1)
+            size = span.stop - span.start
+            whole = first >= 0 and first + size <= len(entries)
+            if whole:
+                whole = all(
+                    entries[first + offset] is old_entries[span.start + offset]
+                    for offset in range(size)
+                )
+            if not whole:
+                forgotten.add(id(span))
+                continue
+            holder = span.holder - span.start + first if span.holder >= 0 else -1
+            moved = Span(
+                first,
+                first + size,
+                span.total,
+                hidden=span.hidden,
+                holder=holder,
+                base_key=span.base_key,
+                exact=span.exact,
+            )
+            kept.append(moved)
+            if span.base_key is not None:
+                value = old.bases.get(span.base_key)
+                if value is not None and value.span is span:
+                    self.bases[span.base_key] = BaseValue(value.tokens, moved)
+        kept.sort(key=operator.attrgetter("start"))
+        for span in kept:
+            self._push(span)
+        for key, value in old.bases.items():
+            if key in self.bases:
+                continue
+            if value.span is None:
+                self.bases[key] = value
+            # a base measured with a span that is gone no longer adds up with anything
+        self.version += 1
 
-    def changed(self, index: int) -> None:
-        """Entries from ``index`` on changed (measured or locally counted)."""
+    def counted_locally(self, index: int) -> None:
+        """Entries from ``index`` on got local counts."""
         self.version += 1
         self._dirty = min(self._dirty, index)
-        walks = self._walks
-        for kept_from, reached in list(walks.items()):
-            if index < reached:  # a span it walked over may have changed
-                del walks[kept_from]
+        # the spans holding entries at or after index have stale member sums
+        at = bisect_right(self.span_starts, index) - 1
+        self._span_dirty = min(self._span_dirty, max(at, 0))
 
-    def prefixes(self) -> tuple[list[int], list[int], list[int], list[int]]:
-        """Prefix sums over the entries: measured values; heuristic estimates and local
-        counts of the unmeasured ones; how many are unmeasured."""
+    # -- prefix sums -------------------------------------------------------------------
+
+    def _prefixes(self) -> None:
         entries = self.entries
-        measured, est, local, unmeasured = self._measured, self._est, self._local, self._unmeasured
+        raw, bnd, loc, opq = self._raw, self._bnd, self._loc, self._opq
         start = self._dirty
-        if start < len(entries) or len(measured) != len(entries) + 1:
-            del measured[start + 1 :], est[start + 1 :], local[start + 1 :]
-            del unmeasured[start + 1 :]
-            m, e, c, u = measured[start], est[start], local[start], unmeasured[start]
-            new = entries[start:]
-            if len(new) > 32 and _nothing_known(new):  # a cold fit: all heuristic estimates
-                count = len(new)
-                est.extend(
-                    itertools.islice(itertools.accumulate(map(_RAW, new), initial=e), 1, None)
-                )
-                measured.extend(itertools.repeat(m, count))
-                local.extend(itertools.repeat(c, count))
-                unmeasured.extend(range(u + 1, u + count + 1))
-                for prefix in (measured, est, local, unmeasured):
-                    leave_room(prefix)
-                self._dirty = len(entries)
-                return measured, est, local, unmeasured
+        if start >= len(entries) and len(raw) == len(entries) + 1:
+            return
+        del raw[start + 1 :], bnd[start + 1 :], loc[start + 1 :], opq[start + 1 :]
+        new = entries[start:]
+        r, b, c, o = raw[start], bnd[start], loc[start], opq[start]
+        if len(new) > 32 and all(e.local is None and not e.opaque for e in new):
+            # A cold fit: nothing counted locally yet, at C speed.
+            count = len(new)
+            raw.extend(itertools.islice(itertools.accumulate(map(_RAW, new), initial=r), 1, None))
+            bnd.extend(itertools.islice(itertools.accumulate(map(_BOUND, new), initial=b), 1, None))
+            loc.extend(itertools.repeat(c, count))
+            opq.extend(itertools.repeat(o, count))
+            for prefix in (raw, bnd, loc, opq):
+                leave_room(prefix)
+        else:
             for entry in new:
-                value = entry.measured
-                if value is not None:
-                    m += value
+                if entry.local is None:
+                    r += entry.raw
+                    b += entry.bound
                 else:
-                    u += 1
-                    if entry.local is None:
-                        e += entry.raw
-                    else:
-                        c += entry.local
-                measured.append(m)
-                est.append(e)
-                local.append(c)
-                unmeasured.append(u)
-            self._dirty = len(entries)
-        return measured, est, local, unmeasured
+                    c += entry.local
+                o += entry.opaque
+                raw.append(r)
+                bnd.append(b)
+                loc.append(c)
+                opq.append(o)
+        self._dirty = len(entries)
+        self._span_dirty = min(self._span_dirty, self._first_span_from(start))
+
+    def _first_span_from(self, index: int) -> int:
+        """The first span whose members include an entry at or after ``index``."""
+        at = bisect_right(self.span_starts, index) - 1
+        if at >= 0 and self.spans[at].stop > index:
+            return at
+        return at + 1
+
+    def _span_prefixes(self) -> None:
+        self._prefixes()
+        spans = self.spans
+        start = self._span_dirty
+        if start >= len(spans):
+            return
+        raw, bnd, loc = self._raw, self._bnd, self._loc
+        s_raw, s_bnd, s_loc = self.span_raw, self.span_bnd, self.span_loc
+        del s_raw[start + 1 :], s_bnd[start + 1 :], s_loc[start + 1 :]
+        r, b, c = s_raw[start], s_bnd[start], s_loc[start]
+        for span in spans[start:]:
+            first, stop = span.start, span.stop
+            r += raw[stop] - raw[first]
+            b += bnd[stop] - bnd[first]
+            c += loc[stop] - loc[first]
+            s_raw.append(r)
+            s_bnd.append(b)
+            s_loc.append(c)
+        self._span_dirty = len(spans)
+
+    def _push(self, span: Span) -> None:
+        """Append a span after every other one."""
+        spans = self.spans
+        j = len(spans)
+        adjacent = j > 0 and spans[-1].stop == span.start
+        spans.append(span)
+        self.span_starts.append(span.start)
+        self.span_run.append(self.span_run[-1] if adjacent else j)
+        self.span_total.append(self.span_total[-1] + span.total)
+        self.span_n.append(self.span_n[-1] + span.stop - span.start)
+        self.span_inexact.append(self.span_inexact[-1] + (not span.exact))
+        self._span_dirty = min(self._span_dirty, j)
+
+    def _truncate_spans(self, keep: int) -> None:
+        """Forget every span from index ``keep`` on."""
+        spans = self.spans
+        if keep >= len(spans):
+            return
+        dropped = spans[keep:]
+        del spans[keep:], self.span_starts[keep:], self.span_run[keep:]
+        del self.span_total[keep + 1 :], self.span_n[keep + 1 :], self.span_inexact[keep + 1 :]
+        del self.span_raw[keep + 1 :], self.span_bnd[keep + 1 :], self.span_loc[keep + 1 :]
+        self._span_dirty = min(self._span_dirty, keep)
+        for span in dropped:
+            self._forget_base_of(span)
+
+    def _remove_span(self, j: int) -> None:
+        """Forget span ``j`` (anywhere in the list): the rest are pushed again."""
+        rest = self.spans[j + 1 :]
+        self._truncate_spans(j)
+        for span in rest:
+            self._push(span)
+
+    def _forget_base_of(self, span: Span) -> None:
+        if span.base_key is not None:
+            value = self.bases.get(span.base_key)
+            if value is not None and value.span is span:
+                del self.bases[span.base_key]
 
     # -- queries -----------------------------------------------------------------------
 
-    def whole_spans_from(self, kept_from: int, end: int) -> int:
-        """The first index at or after ``kept_from`` not covered by whole kept spans.
+    def unmeasured_raw(self, start: int, stop: int) -> tuple[int, int, int]:
+        """Entry sums over ``[start, stop)`` regardless of spans: (heuristic raw, bound)
+        of entries without a local count, and the local counts of the others."""
+        self._prefixes()
+        return (
+            self._raw[stop] - self._raw[start],
+            self._bnd[stop] - self._bnd[start],
+            self._loc[stop] - self._loc[start],
+        )
 
-        Messages ``[kept_from, result)`` all lie in spans that start at or after
-        ``kept_from`` and end by ``end``: their measured values add up exactly.
+    def opaque_in(self, start: int, stop: int) -> bool:
+        """Whether an opaque entry lies in ``[start, stop)``."""
+        self._prefixes()
+        return self._opq[stop] > self._opq[start]
+
+    def base_parts(
+        self, key: Hashable, head_stop: int, costs: BaseCosts, kept_from: int, factors: Factors
+    ) -> tuple[int, int, int, bool, int, int]:
+        """The base's (best, upper, measured, exact, raw, local) in the request keeping
+        messages from ``kept_from``.
+
+        A measured base is its tokens: exact when measured alone or with a span kept
+        whole; a share (its best reading) otherwise, whose upper reading is the estimate's
+        bound. An unmeasured base is estimated from ``costs`` and the head; or, when a
+        base with the same head but other tools or system was measured, that base plus
+        this one's framing, system and tools, whichever is smaller.
         """
-        entries = self.entries
-        index = self._walks.get(kept_from, kept_from)
-        if index > end:
-            index = kept_from
-        while index < end:
-            span = entries[index].span
-            if span is None or span.start != index or span.stop > end:
-                break
-            index = span.stop
-        if len(self._walks) > 64:
-            self._walks.clear()
-        self._walks[kept_from] = index
-        return index
-
-    def base(self, key: Hashable, kept_from: int, end: int) -> tuple[BaseValue | None, bool]:
-        """The base measured for ``key`` and whether it is exact in this request (it is
-        when measured alone, or when the span it was measured with is kept whole)."""
-        value = self.bases.get(key)
-        if value is None:
-            return None, False
-        span = value.span
-        if span is None:
-            return value, True
-        whole = span.start >= kept_from and self.whole_spans_from(kept_from, end) >= span.stop
-        return value, whole
-
-    def base_part(
-        self, key: Hashable, head_stop: int, fixed: tuple[int, int], factors: Factors
-    ) -> tuple[int, int, int]:
-        """The base's (measured tokens, heuristic raw, local raw) still to calibrate.
-
-        A measured base is its tokens. An unmeasured one is estimated: framing, system
-        and tools (``fixed``: heuristic, local) plus the head; or, when a base with the
-        same head but other tools or system was measured, that base plus this one's
-        framing, system and tools (base = fixed + head), whichever is smaller.
-        """
+        head_raw, head_bound, head_local = self.unmeasured_raw(0, head_stop)
+        raw = costs.fixed_raw if costs.fixed_local is None else 0
+        counted = costs.fixed_local or 0
+        best = factors.apply(raw + head_raw, counted + head_local)
+        fixed_bound = costs.fixed_bound if costs.fixed_local is None else 0
+        upper = head_bound + fixed_bound + math.ceil((counted + head_local) * factors.local)
         value = self.bases.get(key)
         if value is not None:
-            return value.tokens, 0, 0
-        _, est, local, _ = self.prefixes()
-        raw, counted = fixed[0] + est[head_stop], fixed[1] + local[head_stop]
-        head = key[1] if isinstance(key, tuple) else None
-        bound = min(
-            (v.tokens for k, v in self.bases.items() if isinstance(k, tuple) and k[1] == head),
+            span = value.span
+            if span is None:
+                return value.tokens, value.tokens, value.tokens, True, 0, 0
+            listed = self._is_listed(span)
+            if span.start >= kept_from and listed:
+                return value.tokens, value.tokens, value.tokens, True, 0, 0
+            if listed:  # the base, with what it was measured with, cost that much at most
+                upper = min(upper, value.tokens + span.total)
+            return value.tokens, max(upper, value.tokens), 0, False, raw + head_raw, counted
+        head = key[1] if isinstance(key, tuple) and len(key) > 1 else None
+        other = min(
+            (
+                v.tokens
+                for k, v in self.bases.items()
+                if v.span is None and isinstance(k, tuple) and len(k) > 1 and k[1] == head
+            ),
             default=None,
         )
-        if bound is not None and bound + factors.apply(*fixed) < factors.apply(raw, counted):
-            return bound, fixed[0], fixed[1]
-        return 0, raw, counted
+        if other is not None:
+            fixed_best = factors.apply(raw, counted)
+            fixed_upper = fixed_bound + math.ceil(counted * factors.local)
+            best = min(best, other + fixed_best)
+            upper = min(upper, other + fixed_upper)
+        return best, max(upper, best), 0, False, raw + head_raw, counted + head_local
+
+    def _is_listed(self, span: Span) -> bool:
+        j = bisect_left(self.span_starts, span.start)
+        return j < len(self.spans) and self.spans[j] is span
 
     def count(
         self,
@@ -381,7 +547,7 @@ class Ledger:
         head_stop: int,
         kept_from: int,
         end: int,
-        fixed: tuple[int, int],
+        costs: BaseCosts,
         factors: Factors,
     ) -> RequestCount:
         """What is known of the request holding the base and ``entries[kept_from:end]``.
@@ -390,24 +556,110 @@ class Ledger:
             key: the request's base key (framing, system, tools and head).
             head_stop: the head is ``entries[:head_stop]``.
             kept_from: the first kept message after the head.
-            end: one past the last message.
-            fixed: the raw estimate of framing, system and tools: (heuristic, local).
-            factors: the calibration factors (to compare estimates with bounds).
+            end: one past the last message (the transcript's end).
+            costs: the base's costs besides the head.
+            factors: the calibration factors.
         """
-        measured, est, local, unmeasured = self.prefixes()
-        base_tokens, base_raw, base_local = self.base_part(key, head_stop, fixed, factors)
-        _, base_exact = self.base(key, kept_from, end)
+        base_best, base_upper, base_measured, base_exact, base_raw, base_local = self.base_parts(
+            key, head_stop, costs, kept_from, factors
+        )
+        part = self.members(kept_from, end, factors)
+        return RequestCount(
+            best=base_best + part.best,
+            upper=max(base_upper + part.upper, base_best + part.best),
+            measured=base_measured + part.measured,
+            exact=base_exact and part.exact,
+            raw=base_raw + part.raw,
+            local=base_local + part.local,
+        )
+
+    def members(self, kept_from: int, end: int, factors: Factors) -> RequestCount:
+        """What is known of ``entries[kept_from:end]`` alone (no base), in O(log spans):
+        whole spans are exact, a span cut at ``kept_from`` gives its kept members a
+        proportional share (best) and their local counts or bounds (upper), and the
+        unmeasured entries their calibrated estimates (best) and local counts or bounds
+        (upper)."""
+        self._span_prefixes()
+        spans = self.spans
+        j0 = bisect_left(self.span_starts, kept_from)
+        last = len(spans)
+        whole_total = self.span_total[last] - self.span_total[j0]
+        whole_n = self.span_n[last] - self.span_n[j0]
+        raw = self._raw[end] - self._raw[kept_from] - (self.span_raw[last] - self.span_raw[j0])
+        bnd = self._bnd[end] - self._bnd[kept_from] - (self.span_bnd[last] - self.span_bnd[j0])
+        loc = self._loc[end] - self._loc[kept_from] - (self.span_loc[last] - self.span_loc[j0])
+        unmeasured = end - kept_from - whole_n
+        cut_best = cut_upper = 0
+        if j0 > 0 and spans[j0 - 1].stop > kept_from:
+            cut = spans[j0 - 1]
+            c_raw = self._raw[cut.stop] - self._raw[kept_from]
+            c_bnd = self._bnd[cut.stop] - self._bnd[kept_from]
+            c_loc = self._loc[cut.stop] - self._loc[kept_from]
+            raw, bnd, loc = raw - c_raw, bnd - c_bnd, loc - c_loc
+            hidden = cut.hidden if cut.holder >= kept_from else 0
+            cut_best = self._share(cut, kept_from) + hidden
+            # never more than the span cost whole: the upper count stays non-increasing as
+            # oldest turns go (the pruning search relies on it)
+            cut_upper = min(c_bnd + math.ceil(c_loc * factors.local) + hidden, cut.total)
+            unmeasured_cut = True
+        else:
+            unmeasured_cut = False
+        best = (
+            whole_total
+            + cut_best
+            + math.ceil(raw * factors.heuristic)
+            + math.ceil(loc * factors.local)
+        )
+        upper = whole_total + cut_upper + bnd + math.ceil(loc * factors.local)
         exact = (
-            base_exact
-            and unmeasured[end] == unmeasured[kept_from]
-            and self.whole_spans_from(kept_from, end) == end
+            not unmeasured_cut  # (its members count as unmeasured too)
+            and unmeasured == 0
+            and self.span_inexact[last] == self.span_inexact[j0]
         )
         return RequestCount(
-            measured=base_tokens + measured[end] - measured[kept_from],
-            raw=base_raw + est[end] - est[kept_from],
-            local=base_local + local[end] - local[kept_from],
+            best=best,
+            upper=max(upper, best),
+            measured=whole_total,
             exact=exact,
+            raw=raw,
+            local=loc,
         )
+
+    def _share(self, span: Span, kept_from: int) -> int:
+        """A cut span's best reading of its members from ``kept_from`` on: its visible
+        total split in proportion to their local counts or estimates."""
+        visible = span.total - span.hidden
+        raw, loc = self._raw, self._loc
+        whole = (raw[span.stop] - raw[span.start]) + (loc[span.stop] - loc[span.start])
+        part = (raw[span.stop] - raw[kept_from]) + (loc[span.stop] - loc[kept_from])
+        if whole <= 0:
+            return visible * (span.stop - kept_from) // max(span.stop - span.start, 1)
+        return math.ceil(visible * part / whole)
+
+    def gap(self, kept_from: int, end: int) -> int:
+        """The first index at or after ``kept_from`` not covered by whole kept spans."""
+        spans, starts = self.spans, self.span_starts
+        j0 = bisect_left(starts, kept_from)
+        if j0 > 0 and spans[j0 - 1].stop > kept_from:
+            return kept_from  # a cut span: measured again with everything after it
+        if j0 >= len(spans) or starts[j0] != kept_from:
+            return kept_from
+        run = self.span_run
+        last = bisect_right(run, run[j0]) - 1
+        return min(spans[last].stop, end)
+
+    def typical(self, first: int, end: int, factors: Factors, turns: int) -> int:
+        """The mean best count of ``turns`` turns spanning ``[first, end)``."""
+        if turns <= 0:
+            return 0
+        return self.members(first, end, factors).best // turns
+
+    def forget_measurements(self) -> None:
+        """Forget every span and base (reports that turned out not to mean what they
+        seemed: a provider whose prompt tokens leave cached ones out)."""
+        self._truncate_spans(0)
+        self.bases.clear()
+        self.version += 1
 
     # -- learning ----------------------------------------------------------------------
 
@@ -419,7 +671,7 @@ class Ledger:
         head_stop: int,
         kept_from: int,
         end: int,
-        base_estimate: tuple[int, int],
+        costs: BaseCosts,
         factors: Factors,
         rewrites_history: bool,
     ) -> Observation:
@@ -431,141 +683,120 @@ class Ledger:
             head_stop: the head is ``entries[:head_stop]`` (inside the base).
             kept_from: the request held the head and ``entries[kept_from:end]``.
             end: see ``kept_from``.
-            base_estimate: the raw estimate of the base (framing, system, tools, head):
-                (heuristic, local).
-            factors: the run's calibration factors; back-filling scales estimates by
-                them, or by ``measured / estimate`` where that is higher (the caller then
-                raises its calibration to the same ratio).
+            costs: the base's costs besides the head.
+            factors: the run's calibration factors.
             rewrites_history: the family's template may have shortened measured turns.
 
         Returns:
-            What was learnt. The caller calibrates from ``measured`` against the
-            estimates.
+            What was learnt. The caller calibrates from it when ``calibrates``.
         """
-        base, base_known = self.base(key, kept_from, end)
-        measured_prefix = self.prefixes()[0]
-        stop = self.whole_spans_from(kept_from, end)
-        known = (base.tokens if base is not None and base_known else 0) + (
-            measured_prefix[stop] - measured_prefix[kept_from]
-        )
-        rest = list(range(stop, end))
-        if stop < end:
-            # Keep spans contiguous: a cut span before later unmeasured messages is
-            # measured again together with everything after it.
-            first = self.entries[stop]
-            if first.span is not None and first.span.start < kept_from:
-                rest = list(range(kept_from, end))
-                known -= measured_prefix[stop] - measured_prefix[kept_from]
-        if base_known and not rest:
-            assert base is not None
+        self._span_prefixes()
+        base = self.base_parts(key, head_stop, costs, kept_from, factors)
+        base_exact = base[3]
+        gap = self.gap(kept_from, end)
+        spans = self.spans
+        j0 = bisect_left(self.span_starts, kept_from)
+        jg = bisect_left(self.span_starts, gap)
+        known = (base[0] if base_exact else 0) + (self.span_total[jg] - self.span_total[j0])
+        if base_exact and gap >= end:
             drift = total - known
             if drift > 0:
-                self.bases[key] = BaseValue(base.tokens + drift, base.span)
+                old_base = self.bases[key]
+                self.bases[key] = BaseValue(old_base.tokens + drift, old_base.span)
                 self.version += 1
             return Observation(
                 total=total,
                 known=known,
                 measured=0,
+                hidden=0,
                 estimate_raw=0,
                 estimate_local=0,
+                calibrates=False,
                 messages=0,
                 with_base=False,
                 drift=drift,
             )
-        with_base = not base_known
-        entries = self.entries
-        raw = (base_estimate[0] if with_base else 0) + sum(
-            entries[i].raw for i in rest if entries[i].local is None
-        )
-        counted = (base_estimate[1] if with_base else 0) + sum(entries[i].local or 0 for i in rest)
+        with_base = not base_exact
+        rest_raw, rest_bound, rest_local = self.unmeasured_raw(gap, end)
+        head_raw, head_bound, head_local = self.unmeasured_raw(0, head_stop)
+        base_raw = base_bound = base_local = 0
+        if with_base:
+            counted = costs.fixed_local is not None
+            base_raw = head_raw + (0 if counted else costs.fixed_raw)
+            base_local = head_local + (costs.fixed_local or 0)
+            base_bound = head_bound + (0 if counted else costs.fixed_bound)
+        raw, counted_local = rest_raw + base_raw, rest_local + base_local
+        visible_upper = rest_bound + base_bound + math.ceil(counted_local * factors.local)
         value = total - known
-        upper = min(total, factors.apply(raw, counted))
-        if value < 0 or (rewrites_history and self._has_user_text(rest)):
-            value = max(value, upper)
-        if raw + counted > 0:
-            factors = factors.at_least(value / (raw + counted))
-        self._record(
-            rest=rest,
-            value=value,
-            key=key,
-            with_base=with_base,
-            base_estimate=factors.apply(*base_estimate),
-            factors=factors,
-            kept_from=kept_from,
-        )
-        del head_stop  # the head is inside the base; kept for the signature's clarity
+        exact = True
+        rewritten = rewrites_history and self._has_user_text(gap, end)
+        if (value < 0 or rewritten) and value < visible_upper:
+            value, exact = max(value, min(total, visible_upper)), False
+        opaque = self.opaque_in(gap, end)
+        estimate = factors.apply(raw, counted_local)
+        hidden = max(0, value - visible_upper)
+        if opaque and raw == 0:  # every visible part counted exactly
+            hidden = max(hidden, value - math.ceil(counted_local * factors.local))
+        elif opaque:
+            hidden = max(hidden, value - estimate)
+        holder = self._holder(gap, end) if hidden and gap < end else -1
+        visible = value - hidden
+        share = 0
+        if with_base:
+            weight_base = base_raw + base_local
+            weight_rest = rest_raw + rest_local
+            weights = weight_base + weight_rest
+            share = visible * weight_base // weights if weights > 0 else visible
+            if gap >= end:
+                share = value  # nothing else to hold what the base does not show
+        # What the new span replaces: every span from the gap on, and a span cut by it.
+        if jg > 0 and spans[jg - 1].stop > gap:
+            jg -= 1
+        self._truncate_spans(jg)
+        if with_base:
+            old = self.bases.get(key)
+            if old is not None and old.span is not None and self._is_listed(old.span):
+                j = bisect_left(self.span_starts, old.span.start)
+                self._remove_span(j)  # its members' share no longer adds up with the base
+        span: Span | None = None
+        if gap < end:
+            span = Span(
+                gap,
+                end,
+                value - share,
+                hidden=hidden,
+                holder=holder,
+                base_key=key if with_base else None,
+                exact=exact,
+            )
+            self._push(span)
+        if with_base:
+            self.bases[key] = BaseValue(share, span)
+        self.version += 1
         return Observation(
             total=total,
             known=known,
             measured=value,
+            hidden=hidden,
             estimate_raw=raw,
-            estimate_local=counted,
-            messages=len(rest),
+            estimate_local=counted_local,
+            calibrates=exact and not opaque and hidden == 0,
+            messages=end - gap,
             with_base=with_base,
         )
 
-    def _forget(self, span: Span) -> None:
-        """Unmeasure the messages still holding ``span``'s shares."""
+    def _holder(self, start: int, stop: int) -> int:
+        """Where hidden tokens of ``[start, stop)`` are charged: its last opaque entry,
+        else its newest."""
         entries = self.entries
-        for index in range(span.start, min(span.stop, len(entries))):
-            entry = entries[index]
-            if entry.span is span:
-                entry.measured = entry.span = None
-        self.changed(span.start)
+        for index in range(stop - 1, start - 1, -1):
+            if entries[index].opaque:
+                return index
+        return stop - 1
 
-    def _has_user_text(self, indices: Sequence[int]) -> bool:
+    def _has_user_text(self, start: int, stop: int) -> bool:
         """Whether a new user query is among them (not a message of tool results only)."""
-        entries = self.entries
         return any(
-            entries[i].shape.kind == "user" and not entries[i].shape.results_only for i in indices
+            e.shape.kind == "user" and not e.shape.results_only
+            for e in itertools.islice(self.entries, start, stop)
         )
-
-    def _record(
-        self,
-        *,
-        rest: list[int],
-        value: int,
-        key: Hashable,
-        with_base: bool,
-        base_estimate: int,
-        factors: Factors,
-        kept_from: int,
-    ) -> None:
-        entries = self.entries
-        remaining = value
-        if not rest:
-            self.bases[key] = BaseValue(remaining)
-            self.version += 1
-            return
-        start, stop = rest[0], rest[-1] + 1
-        span = Span(start, stop, value, key if with_base else None)
-        if with_base:
-            # A base measured together with messages only adds up with them: its share and
-            # theirs were split from one total. Its old messages lose their share when it
-            # is measured again (they are estimated again), or the old messages plus the
-            # new base could count less than they cost.
-            old_base = self.bases.get(key)
-            if old_base is not None and old_base.span is not None:
-                self._forget(old_base.span)
-            share = min(remaining, base_estimate)
-            self.bases[key] = BaseValue(share, span)
-            remaining -= share
-        # A span cut by this request keeps nothing of its older, dropped part.
-        old = entries[start].span
-        if old is not None and old.start < start:
-            for index in range(old.start, min(start, kept_from)):
-                entry = entries[index]
-                if entry.span is old:
-                    entry.measured = entry.span = None
-            self.changed(old.start)
-        for index in reversed(rest):
-            entry = entries[index]
-            share = min(remaining, entry.calibrated(factors))
-            entry.measured = share
-            entry.span = span
-            remaining -= share
-        if remaining > 0:  # estimates below the measured total: the newest takes the rest
-            newest = entries[stop - 1]
-            assert newest.measured is not None
-            newest.measured += remaining
-        self.changed(start)

@@ -15,7 +15,13 @@ from typing import Final
 
 from ..exceptions import ConfigurationError
 
-__all__ = ["DEFAULT_CALIBRATION_SEED", "NO_USAGE", "Calibration", "prompt_tokens_from_usage"]
+__all__ = [
+    "DEFAULT_CALIBRATION_SEED",
+    "NO_USAGE",
+    "Calibration",
+    "cached_tokens_from_usage",
+    "prompt_tokens_from_usage",
+]
 
 DEFAULT_CALIBRATION_SEED: Final = 1.05
 """ADR-107: the heuristic's factor starts above 1.0."""
@@ -58,12 +64,15 @@ class Calibration:
         """The factor a reset returns to."""
         return self._seed
 
-    def observe(self, reported_prompt_tokens: int, raw_estimate: int) -> float:
+    def observe(
+        self, reported_prompt_tokens: int, raw_estimate: int, *, limit: float | None = None
+    ) -> float:
         """Raise the factor to ``reported / raw`` when that is higher; return the factor.
 
         Args:
             reported_prompt_tokens: the provider's prompt tokens for the request.
             raw_estimate: the raw estimate of that same request.
+            limit: the factor rises to at most this (a cap on how fast it may grow).
 
         Raises:
             ConfigurationError: negative or non-integer numbers.
@@ -75,7 +84,10 @@ class Calibration:
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ConfigurationError(f"{name} must be a non-negative int, got {value!r}")
         if raw_estimate > 0:
-            self._factor = max(self._factor, reported_prompt_tokens / raw_estimate)
+            ratio = reported_prompt_tokens / raw_estimate
+            if limit is not None:
+                ratio = min(ratio, limit)
+            self._factor = max(self._factor, ratio)
         return self._factor
 
     def apply(self, raw_estimate: int) -> int:
@@ -131,6 +143,26 @@ def _as_tokens(value: object, name: str, usage: object) -> int:
             f"(in a {type(usage).__name__})"
         )
     return value
+
+
+_CACHED_FIELDS = ("prompt_tokens_details", "input_tokens_details")
+
+
+def cached_tokens_from_usage(usage: object) -> int:
+    """The cached prompt tokens a usage reports beside its prompt tokens: OpenAI Chat's
+    ``prompt_tokens_details.cached_tokens``, Responses' ``input_tokens_details
+    .cached_tokens`` (0 when absent, unreadable, or for Anthropic, whose cache reads and
+    writes are separate fields :func:`prompt_tokens_from_usage` already adds)."""
+    if usage is None or usage is NO_USAGE or isinstance(usage, (int, str, bytes, float)):
+        return 0
+    for name in _CACHED_FIELDS:
+        details = _usage_field(usage, name)
+        if details is None:
+            continue
+        value = _usage_field(details, "cached_tokens")
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return 0
 
 
 def prompt_tokens_from_usage(usage: object) -> int | None:
