@@ -39,10 +39,11 @@ import functools
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from _retention_replay import ExactCounter, Refused, Request, summary_text
 from _retention_tasks import Message
+from windowguard.prune import PruningPolicy
 
 SAFETY = 500
 SUMMARY_FACTS = 3  # new facts one summary keeps (see summary_text)
@@ -69,7 +70,10 @@ def _edits_missing() -> str | None:
     import windowguard as wg
 
     if not hasattr(wg, "ClearToolResults"):
-        return "awaits the lead's wiring: wg.ClearToolResults / ClampToolResults / Summarize are not on this commit"
+        return (
+            "awaits the lead's wiring: wg.ClampToolResults, wg.ClearToolResults and "
+            "wg.Summarize are not on this commit"
+        )
     return None
 
 
@@ -96,7 +100,7 @@ class WindowguardSession:
         tools: Sequence[Message],
         counter: ExactCounter,
         *,
-        pruning: str,
+        pruning: PruningPolicy,
         edits: Callable[[int, ScriptedSummarizer], list[Any]] | None,
     ) -> None:
         import windowguard as wg
@@ -124,11 +128,14 @@ class WindowguardSession:
 
         try:
             fit = self.manager.fit(
-                self.history, tools=self.tools, max_tokens=self.max_tokens, last_usage=self.last_usage
+                self.history,
+                tools=self.tools,
+                max_tokens=self.max_tokens,
+                last_usage=self.last_usage,
             )
         except wg.ContextTruncatedError as exc:
             raise Refused(str(exc)) from exc
-        return Request(messages=list(fit.messages), max_tokens=fit.max_tokens)
+        return Request(messages=cast(list[Message], fit.messages), max_tokens=fit.max_tokens)
 
     def side_calls(self) -> list[int]:
         calls, self._seen = self.summarizer.calls[self._seen :], len(self.summarizer.calls)
@@ -136,12 +143,17 @@ class WindowguardSession:
 
 
 def windowguard_policy(
-    name: str, *, pruning: str = "low_water", edits: Callable[[int, Any], list[Any]] | None = None
+    name: str,
+    *,
+    pruning: PruningPolicy = "low_water",
+    edits: Callable[[int, Any], list[Any]] | None = None,
 ) -> Policy:
     def make(window: int, max_tokens: int, tools: Sequence[Message], counter: ExactCounter) -> Any:
         return WindowguardSession(window, max_tokens, tools, counter, pruning=pruning, edits=edits)
 
-    return Policy(name=name, make=make, missing=_edits_missing if edits is not None else lambda: None)
+    return Policy(
+        name=name, make=make, missing=_edits_missing if edits is not None else lambda: None
+    )
 
 
 def clamp(b: int) -> Any:
@@ -162,6 +174,10 @@ def summarize(summarizer: ScriptedSummarizer) -> Any:
     return wg.Summarize(summarizer, keep_turns=3)
 
 
+def _clamp_clear(b: int, summarizer: object, *, keep: int) -> list[Any]:
+    return [clamp(b), clear(keep)]
+
+
 def windowguard_policies() -> list[Policy]:
     """Today's drop-only rows and issue 19's edit pipelines."""
     rows = [
@@ -173,7 +189,7 @@ def windowguard_policies() -> list[Policy]:
         rows.append(
             windowguard_policy(
                 f"windowguard clamp + clear(keep={keep}) + drop",
-                edits=lambda b, s, keep=keep: [clamp(b), clear(keep)],
+                edits=functools.partial(_clamp_clear, keep=keep),
             )
         )
     rows.append(
@@ -269,7 +285,9 @@ def langchain_policies() -> list[Policy]:
         return lambda w, m, t, c: LangChainSession(w, m, t, c, subtract_tools=subtract)
 
     return [
-        Policy(name="LangChain ClearToolUsesEdit + trim_messages", make=make(False), missing=missing),
+        Policy(
+            name="LangChain ClearToolUsesEdit + trim_messages", make=make(False), missing=missing
+        ),
         Policy(
             name="LangChain ClearToolUsesEdit + trim_messages (tools subtracted)",
             make=make(True),
@@ -328,10 +346,12 @@ def to_pydantic_ai(
                 )
             )
         elif role == "tool":
-            call_id = message.get("tool_call_id")
+            call_id = str(message.get("tool_call_id"))
             parts.append(
                 ToolReturnPart(
-                    tool_name=names.get(call_id, ""), content=message.get("content"), tool_call_id=call_id
+                    tool_name=names.get(call_id, ""),
+                    content=message.get("content"),
+                    tool_call_id=call_id,
                 )
             )
         elif role in ("system", "developer"):
@@ -377,10 +397,18 @@ def to_openai(messages: Sequence[Any]) -> list[Message]:
                 out.append({"role": "system", "content": part.content})
             elif isinstance(part, ToolReturnPart):
                 out.append(
-                    {"role": "tool", "tool_call_id": part.tool_call_id, "content": part.model_response_str()}
+                    {
+                        "role": "tool",
+                        "tool_call_id": part.tool_call_id,
+                        "content": part.model_response_str(),
+                    }
                 )
             elif isinstance(part, UserPromptPart):
-                content = part.content if isinstance(part.content, str) else "\n".join(map(str, part.content))
+                content = (
+                    part.content
+                    if isinstance(part.content, str)
+                    else "\n".join(map(str, part.content))
+                )
                 out.append({"role": "user", "content": content})
             else:  # retry prompts and whatever else a strategy adds: the model reads them
                 out.append({"role": "user", "content": str(getattr(part, "content", part))})
@@ -438,14 +466,15 @@ class HarnessSession:
             for t in tools
         ]
         self.history: list[Any] = []
-        self.loop = asyncio.new_event_loop()
 
     def _summarize(self, messages: list[Any], info: Any) -> Any:
         from pydantic_ai.messages import ModelResponse, TextPart
 
         text = json.dumps([m.parts for m in messages], default=str)
         self.summaries.append(self.counter.text(text))
-        return ModelResponse(parts=[TextPart(content=summary_text(text, None, facts_per_call=SUMMARY_FACTS))])
+        return ModelResponse(
+            parts=[TextPart(content=summary_text(text, None, facts_per_call=SUMMARY_FACTS))]
+        )
 
     def append(self, messages: Sequence[Message], *, prompt_tokens: int | None) -> None:
         usage = [prompt_tokens if m.get("role") == "assistant" else None for m in messages]
@@ -458,7 +487,11 @@ class HarnessSession:
         from pydantic_ai.usage import RunUsage
 
         ctx = RunContext(
-            deps=None, model=self.model, usage=RunUsage(), messages=self.history, tracer=NoOpTracer()
+            deps=None,
+            model=self.model,
+            usage=RunUsage(),
+            messages=self.history,
+            tracer=NoOpTracer(),
         )
         request_context = ModelRequestContext(
             model=self.model,
@@ -466,7 +499,7 @@ class HarnessSession:
             model_settings=None,
             model_request_parameters=ModelRequestParameters(function_tools=self.tools),
         )
-        done = self.loop.run_until_complete(self.strategy.before_model_request(ctx, request_context))
+        done = asyncio.run(self.strategy.before_model_request(ctx, request_context))
         self.history = ctx.messages  # the hook persists its compaction into the run's history
         return Request(messages=to_openai(done.messages), max_tokens=self.max_tokens)
 
@@ -480,7 +513,9 @@ def harness_policies() -> list[Policy]:
         try:
             import pydantic_ai_harness  # noqa: F401
         except ImportError as exc:
-            return f"pydantic-ai-harness is not installed ({exc}); see bench/requirements-harness.txt"
+            return (
+                f"pydantic-ai-harness is not installed ({exc}); see bench/requirements-nodeps.txt"
+            )
         return None
 
     def make(summarize: bool) -> Callable[..., Any]:

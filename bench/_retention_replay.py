@@ -124,7 +124,9 @@ class ExactCounter:
         key, _ = self.describe(message)
         tokens = self._by_key.get(key)
         if tokens is None:
-            tokens = self._parts(self._counter, [message], None, template="openai").message_tokens[0]
+            tokens = self._parts(self._counter, [message], None, template="openai").message_tokens[
+                0
+            ]
             self._by_key[key] = tokens
         return tokens
 
@@ -235,10 +237,14 @@ def replay(task: Task, window: int, session: Session, counter: ExactCounter) -> 
             out.peak_share = max(out.peak_share, tokens / (window - MAX_TOKENS[window]))
             if tokens > usable:
                 out.end = "overflow"
-                out.note = f"step {k}: prompt {tokens:,} + max_tokens {request.max_tokens:,} > {window:,}"
+                out.note = (
+                    f"step {k}: prompt {tokens:,} + max_tokens {request.max_tokens:,} > {window:,}"
+                )
                 return out
             described = [counter.describe(m) for m in messages]
-            keyed = [(key, counter.message(m)) for (key, _), m in zip(described, messages, strict=True)]
+            keyed = [
+                (key, counter.message(m)) for (key, _), m in zip(described, messages, strict=True)
+            ]
             shared = 0
             prefix_tokens = counter.tools_tokens
             for (key, n), (old, _) in zip(keyed, previous, strict=False):

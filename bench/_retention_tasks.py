@@ -148,14 +148,17 @@ def plant(
     """
     rng = random.Random(name)
     head = [copy.deepcopy(m) for m in head]
-    turns = [[copy.deepcopy(m) for m in turn] for turn in turns]
+    copies: list[list[Message]] = [[copy.deepcopy(m) for m in turn] for turn in turns]
+    turns = copies
     count = len(turns)
     plant_until = max(1, int(count * _PLANT_SHARE))
     facts: list[Fact] = []
 
     task_message = next(m for m in reversed(head) if m.get("role") == "user")
     marker = _marker(name, 0, rng)
-    task_message["content"] = f"{_text(task_message)}\n\n(Quote this reference in the answer: {marker})"
+    task_message["content"] = (
+        f"{_text(task_message)}\n\n(Quote this reference in the answer: {marker})"
+    )
     facts.append(Fact(id="f00", marker=marker, source="task", step=-1))
 
     # Tool facts: results of distinct steps, in their text, at a random line.
@@ -213,7 +216,7 @@ def plant(
         turns[s][i]["content"] = f"{turns[s][i]['content']}\n(Also, my reference: {marker})"
     else:
         s = rng.randrange(plant_until)
-        turns[s].append({"role": "user", "content": f"One more thing for later: {marker}."})
+        copies[s].append({"role": "user", "content": f"One more thing for later: {marker}."})
     facts.append(Fact(id=f"f{len(facts):02d}", marker=marker, source="user", step=s))
 
     needs: list[list[str]] = [[] for _ in turns]
@@ -283,7 +286,9 @@ def corpus_tasks(limit: int | None = None) -> list[Task]:
             )
         )
     # Larger runs first within each source, so a limit keeps the ones that prune.
-    tasks.sort(key=lambda t: (t.group, -sum(len(json.dumps(m)) for s in t.steps for m in s.messages)))
+    tasks.sort(
+        key=lambda t: (t.group, -sum(len(json.dumps(m)) for s in t.steps for m in s.messages))
+    )
     if limit is not None:
         per_source: dict[str, int] = {}
         kept = []
@@ -373,9 +378,13 @@ def _agent_turns(
             for k, (n, a) in enumerate(planned)
         ]
         what = ", ".join(f"{n}({', '.join(map(str, a.values()))})" for n, a in planned)
-        turn: list[Message] = [{"role": "assistant", "content": f"Next: {what}.", "tool_calls": calls}]
+        turn: list[Message] = [
+            {"role": "assistant", "content": f"Next: {what}.", "tool_calls": calls}
+        ]
         for call, (n, a) in zip(calls, planned, strict=True):
-            turn.append({"role": "tool", "tool_call_id": call["id"], "content": str(offered[n].fn(**a))})
+            turn.append(
+                {"role": "tool", "tool_call_id": call["id"], "content": str(offered[n].fn(**a))}
+            )
         turns.append(turn)
     turns.append([{"role": "assistant", "content": answer}])
     return turns
@@ -393,12 +402,22 @@ def demo_tasks(count: int) -> list[Task]:
         if seed % 2 == 0:
             tools: tuple[Any, ...] = project_tools()
             turns = _agent_turns(tools, seed, 40, ANSWER)
-            name, group, windows = f"demo/tinytodo-{seed:02d}", "demo agent: sample project", (8_192, 16_384)
+            name, group, windows = (
+                f"demo/tinytodo-{seed:02d}",
+                "demo agent: sample project",
+                (8_192, 16_384),
+            )
         else:
             tools = _coding_tools.coding_tools(seed)
             turns = _agent_turns(tools, seed, 45, ANSWER, plan=False)
-            name, group, windows = f"demo/windowguard-{seed:02d}", "demo agent: coding tools", (16_384, 32_768)
-        tasks.append(plant(name, group, head, turns, _coding_tools.wire_tools(tools), windows=windows))
+            name, group, windows = (
+                f"demo/windowguard-{seed:02d}",
+                "demo agent: coding tools",
+                (16_384, 32_768),
+            )
+        tasks.append(
+            plant(name, group, head, turns, _coding_tools.wire_tools(tools), windows=windows)
+        )
     return tasks
 
 
@@ -424,22 +443,38 @@ def oversized_tasks() -> list[Task]:
         tools = _coding_tools.coding_tools(seed)
         turns = _agent_turns(tools, seed, 12, ANSWER, plan=False)
         log = _huge_log(lines, seed)
-        call = {"id": "call_log", "type": "function", "function": {"name": "read_log", "arguments": "{}"}}
-        turns.insert(4, [
-            {"role": "assistant", "content": "Reading the build log.", "tool_calls": [call]},
-            {"role": "tool", "tool_call_id": "call_log", "content": log},
-        ])
-        wire = _coding_tools.wire_tools(tools)
-        wire.append({
+        call = {
+            "id": "call_log",
             "type": "function",
-            "function": {
-                "name": "read_log",
-                "description": "Print the CI build log.",
-                "parameters": {"type": "object", "properties": {}},
-            },
-        })
+            "function": {"name": "read_log", "arguments": "{}"},
+        }
+        turns.insert(
+            4,
+            [
+                {"role": "assistant", "content": "Reading the build log.", "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "call_log", "content": log},
+            ],
+        )
+        wire = _coding_tools.wire_tools(tools)
+        wire.append(
+            {
+                "type": "function",
+                "function": {
+                    "name": "read_log",
+                    "description": "Print the CI build log.",
+                    "parameters": {"type": "object", "properties": {}},
+                },
+            }
+        )
         tasks.append(
-            plant(f"oversized/{seed}", "one result larger than the window", head_of(SYSTEM, TASK), turns, wire, windows=(window,))
+            plant(
+                f"oversized/{seed}",
+                "one result larger than the window",
+                head_of(SYSTEM, TASK),
+                turns,
+                wire,
+                windows=(window,),
+            )
         )
     return tasks
 
@@ -490,7 +525,8 @@ def load_tasks(path: Path) -> list[Task]:
                 group=row["group"],
                 head=tuple(row["head"]),
                 steps=tuple(
-                    Step(messages=tuple(s["messages"]), needs=tuple(s["needs"])) for s in row["steps"]
+                    Step(messages=tuple(s["messages"]), needs=tuple(s["needs"]))
+                    for s in row["steps"]
                 ),
                 tools=tuple(row["tools"]),
                 facts=tuple(
@@ -499,7 +535,7 @@ def load_tasks(path: Path) -> list[Task]:
                         marker=f["marker"],
                         source=f["source"],
                         step=f["step"],
-                        tool=tuple(f["tool"]) if f["tool"] else None,  # type: ignore[arg-type]
+                        tool=(str(f["tool"][0]), str(f["tool"][1])) if f["tool"] else None,
                         result=f["result"],
                     )
                     for f in row["facts"]

@@ -87,7 +87,8 @@ def table_row(name: str, outcomes: Sequence[Outcome]) -> str:
         f"| {_sum(outcomes, 'calls'):,} ({_sum(outcomes, 'refetch_calls'):,} / "
         f"{_sum(outcomes, 'summary_calls'):,}) "
         f"| {_sum(outcomes, 'input_tokens') / 1e6:.2f} "
-        f"| {sum(o.anthropic_usd for o in outcomes):.2f} | {sum(o.openai_usd for o in outcomes):.2f} "
+        f"| {sum(o.anthropic_usd for o in outcomes):.2f} "
+        f"| {sum(o.openai_usd for o in outcomes):.2f} "
         f"| {sum(lost.values())} ({' / '.join(str(lost[s]) for s in SOURCES)}) "
         f"| {_sum(outcomes, 'refetched')} "
         f"| {ends['CONTEXT_TRUNCATED']} | {ends['overflow']} "
@@ -108,8 +109,10 @@ HEADER = (
 def print_tables(results: dict[str, list[Outcome]], skipped: dict[str, str]) -> None:
     windows = sorted({o.window for outs in results.values() for o in outs})
     for window in windows:
-        print(f"\n#### Window {window:,} (max_tokens {MAX_TOKENS[window]:,}, input budget "
-              f"{rp.budget(window, MAX_TOKENS[window]):,})\n")
+        print(
+            f"\n#### Window {window:,} (max_tokens {MAX_TOKENS[window]:,}, input budget "
+            f"{rp.budget(window, MAX_TOKENS[window]):,})\n"
+        )
         print(HEADER)
         for name, outcomes in results.items():
             print(table_row(name, [o for o in outcomes if o.window == window]))
@@ -137,7 +140,9 @@ def print_tables(results: dict[str, list[Outcome]], skipped: dict[str, str]) -> 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--quick", action="store_true", help="about 20 tasks instead of 70")
-    parser.add_argument("--policies", nargs="*", default=None, help="run the rows whose name has one of these")
+    parser.add_argument(
+        "--policies", nargs="*", default=None, help="run the rows whose name has one of these"
+    )
     args = parser.parse_args()
 
     import _corpus
@@ -146,15 +151,21 @@ def main() -> int:
     tasks = build_tasks(args.quick)
     built = time.perf_counter() - started
     print("### Retention replay (bench/bench_retention.py)\n")
-    print(_corpus.environment("langchain", "langchain-core", "pydantic-ai-slim", "pydantic-ai-harness"))
+    print(
+        _corpus.environment(
+            "langchain", "langchain-core", "pydantic-ai-slim", "pydantic-ai-harness"
+        )
+    )
     replays = sum(len(t.windows) for t in tasks)
     facts = sum(len(t.facts) for t in tasks)
     print(
         f"\n{len(tasks)} tasks ({replays} replays over their windows, {facts} facts, "
         f"{sum(len(t.steps) for t in tasks):,} agent steps), built in {built:.1f} s. "
-        "Groups: " + ", ".join(
+        "Groups: "
+        + ", ".join(
             f"{g} {sum(t.group == g for t in tasks)}" for g in sorted({t.group for t in tasks})
-        ) + "."
+        )
+        + "."
     )
     results: dict[str, list[Outcome]] = {}
     skipped: dict[str, str] = {}
