@@ -41,11 +41,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from _retention_replay import ExactCounter, Refused, Request, summary_text
+from _retention_replay import ExactCounter, Refused, Request, budget, summary_text
 from _retention_tasks import Message
 from windowguard.prune import PruningPolicy
 
-SAFETY = 500
 SUMMARY_FACTS = 3  # new facts one summary keeps (see summary_text)
 
 
@@ -58,21 +57,19 @@ class Policy:
     missing: Callable[[], str | None] = lambda: None  # why it cannot run here, if it cannot
 
 
-def budget(window: int, max_tokens: int) -> int:
-    """The input budget every policy is given."""
-    return window - max_tokens - SAFETY
-
-
 # --------------------------------------------------------------------------- windowguard
 
 
 def _edits_missing() -> str | None:
+    import inspect
+
     import windowguard as wg
 
-    if not hasattr(wg, "ClearToolResults"):
+    wired = "edits" in inspect.signature(wg.ContextWindowManager).parameters
+    if not hasattr(wg, "ClearToolResults") or not wired:
         return (
-            "awaits the lead's wiring: wg.ClampToolResults, wg.ClearToolResults and "
-            "wg.Summarize are not on this commit"
+            "awaits the lead's wiring: wg.ClampToolResults / wg.ClearToolResults / "
+            "wg.Summarize and ContextWindowManager(edits=...) are not on this commit"
         )
     return None
 

@@ -45,6 +45,13 @@ MAX_REFETCHES = 2
 FACT_PATTERN = re.compile(r"FACT-[0-9a-f]{4}-\d{2}-[0-9a-f]{6}")
 #: the reply budget each request asks for, per window (the reserve outside the prompt)
 MAX_TOKENS = {8_192: 1_024, 16_384: 2_048, 32_768: 4_096}
+#: tokens every policy keeps free below the window (windowguard's default safety)
+SAFETY = 500
+
+
+def budget(window: int, max_tokens: int) -> int:
+    """The input budget every policy is given: windowguard's ``Fit.budget``."""
+    return window - max_tokens - SAFETY
 
 
 class Refused(Exception):
@@ -181,7 +188,7 @@ class Outcome:
     orphans: int = 0
     unanswered: int = 0
     task_missing: int = 0  # requests without the user's task
-    peak_share: float = 0.0  # largest prompt / (window - max_tokens)
+    peak_share: float = 0.0  # largest prompt sent / the input budget
     note: str = ""
 
 
@@ -234,7 +241,7 @@ def replay(task: Task, window: int, session: Session, counter: ExactCounter) -> 
             messages = request.messages
             tokens = counter.prompt(messages)
             usable = window - request.max_tokens
-            out.peak_share = max(out.peak_share, tokens / (window - MAX_TOKENS[window]))
+            out.peak_share = max(out.peak_share, tokens / budget(window, MAX_TOKENS[window]))
             if tokens > usable:
                 out.end = "overflow"
                 out.note = (

@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _retention_policies as rp
 import _retention_tasks as rt
-from _retention_replay import MAX_TOKENS, ExactCounter, Outcome, replay
+from _retention_replay import MAX_TOKENS, ExactCounter, Outcome, budget, replay
 
 SOURCES = ("task", "tool", "agent", "user")
 
@@ -93,7 +93,8 @@ def table_row(name: str, outcomes: Sequence[Outcome]) -> str:
         f"| {_sum(outcomes, 'refetched')} "
         f"| {ends['CONTEXT_TRUNCATED']} | {ends['overflow']} "
         f"| {_sum(outcomes, 'orphans')} / {_sum(outcomes, 'unanswered')} "
-        f"| {_sum(outcomes, 'task_missing')} | {extends} |"
+        f"| {_sum(outcomes, 'task_missing')} | {extends} "
+        f"| {max((o.peak_share for o in outcomes), default=0):.2f} |"
     )
 
 
@@ -101,8 +102,8 @@ HEADER = (
     "| policy | tasks solved | model calls (re-fetch / summary) | input tokens billed (M) "
     "| Anthropic $ (cached) | OpenAI $ (cached) | facts lost (task / tool / agent / user) "
     "| facts re-fetched | CONTEXT_TRUNCATED | overflows | orphaned results / unanswered calls "
-    "| requests without the task | sends extending the previous |\n"
-    "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+    "| requests without the task | sends extending the previous | largest prompt / budget |\n"
+    "| --- |" + " ---: |" * 13
 )
 
 
@@ -111,7 +112,7 @@ def print_tables(results: dict[str, list[Outcome]], skipped: dict[str, str]) -> 
     for window in windows:
         print(
             f"\n#### Window {window:,} (max_tokens {MAX_TOKENS[window]:,}, input budget "
-            f"{rp.budget(window, MAX_TOKENS[window]):,})\n"
+            f"{budget(window, MAX_TOKENS[window]):,})\n"
         )
         print(HEADER)
         for name, outcomes in results.items():
