@@ -8,8 +8,10 @@ default safety of 500), and exact o200k counts wherever it takes a token counter
   pruning=..., edits=...)``, fitted before every send with the full history, the tool
   schemas, ``max_tokens`` and the previous request's exact prompt tokens as
   ``last_usage`` (what ``ToolLoop`` does). The edit policies use issue 19's API as
-  ``../shared/DESIGN.md`` ("Edits (turn 3)") names it; until ``wg.ClearToolResults``
-  exists they report that they await the wiring and are not run.
+  ``../shared/DESIGN.md`` ("Edits (turn 3)") names it: ``ClampToolResults(max_tokens=
+  max(1024, B // 4), keep="head_tail")``, ``ClearToolResults(keep=k)`` (its defaults
+  otherwise), ``Summarize(<scripted summarizer>, keep_turns=3)``. Until the manager
+  takes ``edits=`` they report that they await the wiring and are not run.
 * **LangChain** (langchain 1.5.2): what ``ContextEditingMiddleware(edits=[ClearToolUsesEdit(
   trigger=window // 2, keep=3)])`` does in ``wrap_model_call`` -- a deep copy of the
   state's messages (the system message is the request's separate ``system_message``),
@@ -25,7 +27,10 @@ default safety of 500), and exact o200k counts wherever it takes a token counter
   max_part_tokens=B // 2), ClearToolResults(max_tokens=1, keep_pairs=3),
   SlidingWindowCompaction(max_messages=1, keep_tokens=B // 2)], target_tokens=B,
   tokenizer=<exact o200k>)``, the tier order its README recommends (clamp, then clear,
-  the summary or a window last), driven through its own ``before_model_request`` hook
+  the summary or a window last); the summary row's last tier is its README's
+  ``SummarizingCompaction(max_messages=1, keep_messages=20)`` with a pydantic-ai
+  ``FunctionModel`` as the model, writing the scripted summary
+  (``_retention_replay.summary_text``). Each is driven through its own ``before_model_request`` hook
   on pydantic-ai messages converted from the transcript. Its edits persist into the run's
   history (``ctx.messages[:] = compacted``), as in an agent run, and each response
   carries the exact usage of the request that produced it (its token anchor).

@@ -44,7 +44,7 @@ import hashlib
 import json
 import random
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -54,6 +54,7 @@ Source = Literal["task", "tool", "agent", "user"]
 #: share of the run (by steps) in which facts are planted: the rest is where they are needed
 _PLANT_SHARE = 0.7
 _TOOL_FACTS = 3
+_LOG_STEP = 4  # where the oversized result comes, in an oversized task
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -442,14 +443,16 @@ def oversized_tasks() -> list[Task]:
     for seed, lines, window in ((101, 9_000, 32_768), (102, 9_000, 32_768), (103, 2_500, 16_384)):
         tools = _coding_tools.coding_tools(seed)
         turns = _agent_turns(tools, seed, 12, ANSWER, plan=False)
-        log = _huge_log(lines, seed)
+        name = f"oversized/{seed}"
+        pinned = _marker(name, 9, random.Random(f"pinned:{name}"))
+        log = _huge_log(lines, seed).replace("\n", f"\nfirst failure: job 7, note: {pinned}\n", 1)
         call = {
             "id": "call_log",
             "type": "function",
             "function": {"name": "read_log", "arguments": "{}"},
         }
         turns.insert(
-            4,
+            _LOG_STEP,
             [
                 {"role": "assistant", "content": "Reading the build log.", "tool_calls": [call]},
                 {"role": "tool", "tool_call_id": "call_log", "content": log},
@@ -466,17 +469,38 @@ def oversized_tasks() -> list[Task]:
                 },
             }
         )
-        tasks.append(
-            plant(
-                f"oversized/{seed}",
-                "one result larger than the window",
-                head_of(SYSTEM, TASK),
-                turns,
-                wire,
-                windows=(window,),
-            )
+        task = plant(
+            name,
+            "one result larger than the window",
+            head_of(SYSTEM, TASK),
+            turns,
+            wire,
+            windows=(window,),
         )
+        tasks.append(_with_log_fact(task, pinned, _LOG_STEP))
     return tasks
+
+
+def _with_log_fact(task: Task, marker: str, step: int) -> Task:
+    """Add the fact at the head of the oversized log: needed next step and at the end.
+
+    A head/tail clamp keeps it; dropping the result (or the run) loses it.
+    """
+    result = next(m for m in task.steps[step].messages if m.get("role") == "tool")
+    fact = Fact(
+        id=f"f{len(task.facts):02d}",
+        marker=marker,
+        source="tool",
+        step=step,
+        tool=("read_log", "{}"),
+        result=result["content"],
+    )
+    steps = list(task.steps)
+    steps[step + 1] = replace(
+        steps[step + 1], needs=tuple(sorted({*steps[step + 1].needs, fact.id}))
+    )
+    steps[-1] = replace(steps[-1], needs=(*steps[-1].needs, fact.id))
+    return replace(task, facts=(*task.facts, fact), steps=tuple(steps))
 
 
 def head_of(system: str, task: str) -> list[Message]:
