@@ -46,6 +46,7 @@ class Transcript:
         "ledger",
         "seen",
         "snapshot",
+        "verified_from",
     )
 
     def __init__(self, fmt: Format, certain: bool) -> None:
@@ -64,6 +65,22 @@ class Transcript:
         # The base key of the last send (fixed parts' key, head length, key): a send with
         # the same fixed parts and head reuses it, and the dict lookups its cached hash.
         self.base_key: tuple[Hashable, int, Hashable] | None = None
+        # Messages [head, verified_from) were not compared with the previous send's: they
+        # lie before the previous cut, so nothing counted of them is sent unless a cut
+        # moves back over them, which checks them first (Transcript.verify).
+        self.verified_from = 0
+
+    def verify(self, messages: Sequence[object], start: int) -> bool:
+        """Whether ``messages[start:verified_from]`` are the messages this view holds
+        there (a cut about to move back over them); marks them checked when they are."""
+        stop = self.verified_from
+        if start >= stop:
+            return True
+        seen = self.seen
+        if all(map(operator.is_, seen[start:stop], messages[start:stop])):
+            self.verified_from = start
+            return True
+        return False
 
     def take(self, messages: Sequence[object]) -> list[object]:
         """A new list of ``messages`` (the transcript just fitted): the snapshot made while
@@ -128,7 +145,15 @@ def update_transcript(
     if run is not None:
         run.snapshot = None
         if len(run.seen) <= len(messages):
-            prefix = _prefix_of(messages, run.seen)
+            # Only the head and what the previous cut kept are compared: the messages
+            # before the cut are checked if a later cut moves back over them.
+            skip_from = run.index.segmentation().head_stop if run.anchor is not None else 0
+            skip_to = run.anchor if run.anchor is not None else 0
+            if skip_to <= skip_from or run.verified_from > len(run.seen):
+                skip_from = skip_to = 0
+            prefix = _prefix_of(messages, run.seen, skip_from, skip_to)
+            if prefix is not None:
+                run.verified_from = skip_to  # [head, skip_to) not compared (0: all was)
     if run is not None and prefix is not None:
         new = messages[len(run.seen) :]
         check_message_types(new, offset=len(run.seen))
@@ -149,9 +174,12 @@ def update_transcript(
     return _rebuild(messages, found or "openai_chat", found is not None, run, estimator)
 
 
-def _prefix_of(messages: Sequence[object], seen: list[object]) -> list[object] | bool | None:
-    """Whether ``messages`` begins with the messages of the previous send: a copy of that
-    prefix (a list), True (it does, nothing copied) or None (it does not).
+def _prefix_of(
+    messages: Sequence[object], seen: list[object], skip_from: int = 0, skip_to: int = 0
+) -> list[object] | bool | None:
+    """Whether ``messages`` begins with the messages of the previous send, apart from
+    ``[skip_from, skip_to)`` (not compared): a copy of that prefix (a list, when nothing
+    was skipped), True (it does, nothing copied) or None (it does not).
 
     A list is compared with ``==`` at C speed (7x faster than a Python-level identity
     walk at 2,000 messages): each element is first compared by identity, and a message
@@ -159,13 +187,20 @@ def _prefix_of(messages: Sequence[object], seen: list[object]) -> list[object] |
     returned, so that a send which keeps everything does not copy the transcript again.
     Anything else is walked by identity.
     """
+    n = len(seen)
     if isinstance(messages, list):
         try:
-            prefix = messages[: len(seen)]
-            return prefix if prefix == seen else None
+            if skip_to <= skip_from:
+                prefix = messages[:n]
+                return prefix if prefix == seen else None
+            same = messages[:skip_from] == seen[:skip_from]
+            return True if same and messages[skip_to:n] == seen[skip_to:n] else None
         except Exception:  # a message whose == raises (arrays in its content)
             pass
-    return True if all(map(operator.is_, seen, messages)) else None
+    if skip_to <= skip_from:
+        return True if all(map(operator.is_, seen, messages)) else None
+    head = all(map(operator.is_, seen[:skip_from], messages[:skip_from]))
+    return True if head and all(map(operator.is_, seen[skip_to:], messages[skip_to:n])) else None
 
 
 _NOTHING: Final[dict[int, Entry]] = {}

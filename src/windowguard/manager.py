@@ -606,6 +606,23 @@ class ContextWindowManager:
             if dropped is None:
                 refuse_or_keep(ctx, count, floor=self.floor, source=self._source_of(count))
                 dropped = minimal
+        kept_from = ctx.kept_from(dropped)
+        if not run.verify(messages, kept_from):
+            # A message before the previous cut was replaced, and this cut keeps it: fit
+            # again from a view rebuilt of every message (what was measured stays).
+            self._pending = events
+            run.verified_from = len(run.seen) + 1  # compare everything next time
+            run.anchor = None
+            fit: Fit = yield from self.fit_steps(
+                messages,
+                tools=tools,
+                max_tokens=max_tokens,
+                last_usage=NO_USAGE,
+                system=system,
+                format=format,
+                safety=safety,
+            )
+            return fit
         return self._fitted(messages, ctx, dropped, events, calls)
 
     @property

@@ -43,8 +43,9 @@ whole turns can never orphan a call or a result: that is why pruning is turn-ato
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import overload
 
 from .shapes import Kind, Shape
 
@@ -76,7 +77,7 @@ class Segmentation:
 
     length: int
     head_stop: int
-    turn_starts: tuple[int, ...]
+    turn_starts: Sequence[int]
     problems: tuple[Problem, ...]
 
     @property
@@ -89,6 +90,52 @@ class Segmentation:
     def damaged(self) -> bool:
         """Whether any damage was found."""
         return bool(self.problems)
+
+
+class TurnStarts(Sequence[int]):
+    """A read-only view of the first ``length`` turn starts an index has found.
+
+    The index only ever appends, so a view stays true after it grows, and taking one
+    costs O(1): a send after appending one turn never copies every turn start. It
+    compares and hashes like the tuple of its items.
+    """
+
+    __slots__ = ("_items", "_length")
+
+    def __init__(self, items: list[int], length: int) -> None:
+        self._items = items
+        self._length = length
+
+    def __len__(self) -> int:
+        return self._length
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[int, ...]: ...
+    def __getitem__(self, index: int | slice) -> int | tuple[int, ...]:
+        if isinstance(index, slice):
+            return tuple(self._items[: self._length][index])
+        if index < 0:
+            index += self._length
+        if not 0 <= index < self._length:
+            raise IndexError("turn index out of range")
+        return self._items[index]
+
+    def __iter__(self) -> Iterator[int]:
+        items = self._items
+        return (items[i] for i in range(self._length))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (TurnStarts, tuple, list)):
+            return tuple(self) == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return repr(tuple(self))
 
 
 class TurnIndex:
@@ -223,7 +270,7 @@ class TurnIndex:
         return Segmentation(
             length=self._length,
             head_stop=head_stop,
-            turn_starts=tuple(self._turn_starts),
+            turn_starts=TurnStarts(self._turn_starts, len(self._turn_starts)),
             problems=tuple(problems),
         )
 
