@@ -60,11 +60,12 @@ class SpillTarget(Protocol):
         ...
 
 
-def _names(option: str, value: object) -> tuple[str, ...]:
+def _names(owner: str, value: object) -> tuple[str, ...]:
+    option = f"{owner}(exclude_tools=...)"
     if isinstance(value, str) or not isinstance(value, Iterable):
+        hint = f" (for one tool, write exclude_tools=[{value!r}])" if isinstance(value, str) else ""
         raise ConfigurationError(
-            f"{option} must be a list or tuple of tool names, got {value!r} (for one tool, "
-            f"write {option}=[{value!r}])"
+            f"{option} must be a list or tuple of tool names, got {value!r}{hint}"
         )
     names = tuple(value)
     if not all(isinstance(n, str) and n for n in names):
@@ -109,7 +110,7 @@ class ClampToolResults:
                 f"ClampToolResults(keep=...) must be 'head_tail', 'head' or 'tail', got "
                 f"{self.keep!r}"
             )
-        names = _names("ClampToolResults(exclude_tools=...)", self.exclude_tools)
+        names = _names("ClampToolResults", self.exclude_tools)
         object.__setattr__(self, "exclude_tools", names)
         if self.spill is not None and not isinstance(self.spill, SpillTarget):
             raise ConfigurationError(
@@ -149,7 +150,7 @@ class ClearToolResults:
 
     def __post_init__(self) -> None:
         _count("ClearToolResults(keep=...)", self.keep, 1)
-        names = _names("ClearToolResults(exclude_tools=...)", self.exclude_tools)
+        names = _names("ClearToolResults", self.exclude_tools)
         object.__setattr__(self, "exclude_tools", names)
         if not isinstance(self.clear_inputs, bool):
             raise ConfigurationError(

@@ -24,6 +24,7 @@ from ..adapters._common import field, type_name
 from ..exceptions import ConfigurationError
 from ..shapes import Format
 from ._objects import is_model, replaced, with_items
+from .parts import CallRef
 
 __all__ = ["CLEARED_INPUT", "InputsCleared", "clear_call_inputs", "replace_result_text"]
 
@@ -99,21 +100,25 @@ def replace_result_text(message: Any, fmt: Format, replacements: Mapping[int, st
 
 
 def clear_call_inputs(
-    message: Any, fmt: Format, parts: Collection[int], placeholder: str = CLEARED_INPUT
+    message: Any,
+    fmt: Format,
+    parts: Collection[int | CallRef],
+    placeholder: str = CLEARED_INPUT,
 ) -> InputsCleared:
     """A copy of ``message`` whose tool calls' inputs are cleared.
 
     JSON inputs become ``{}`` (``"{}"`` where arguments are text), free-text inputs
     (OpenAI custom tools) become ``placeholder``. Calls in an Anthropic assistant message
     that carries thinking blocks, calls with typed inputs (Anthropic toolset calls,
-    built-in Responses calls) are skipped, and the result says why. A Responses call
-    whose turn holds a reasoning item is marked ``clearable=False`` by
-    :func:`~windowguard.edits.parts.tool_calls`: pass only clearable calls.
+    built-in Responses calls) are skipped, and the result says why. What only the whole
+    turn shows -- a Responses call whose turn holds a reasoning item -- is in the
+    ``CallRef`` :func:`~windowguard.edits.parts.tool_calls` made: pass the refs, and those
+    with ``clearable=False`` are skipped with their ``reason``.
 
     Args:
         message: an assistant message (OpenAI, Anthropic) or a Responses call item.
         fmt: its wire format.
-        parts: the calls to clear, by ``CallRef.part``.
+        parts: the calls to clear: their ``CallRef`` (preferred), or their ``part``.
         placeholder: what a free-text input is replaced by.
 
     Raises:
@@ -122,9 +127,25 @@ def clear_call_inputs(
     """
     if not isinstance(placeholder, str) or not placeholder:
         raise ConfigurationError(f"placeholder must be a non-empty string, got {placeholder!r}")
-    wanted = sorted(set(parts))
-    if not wanted:
-        return InputsCleared(message=message)
+    wanted: list[int] = []
+    refused: list[tuple[int, str]] = []
+    for part in parts:
+        if isinstance(part, CallRef):
+            if part.clearable:
+                wanted.append(part.part)
+            else:
+                refused.append((part.part, part.reason or "not clearable"))
+        else:
+            wanted.append(part)
+    wanted = sorted(set(wanted))
+    done = _clear(message, fmt, wanted, placeholder) if wanted else InputsCleared(message=message)
+    if not refused:
+        return done
+    skipped = tuple(sorted({*done.skipped, *refused}))
+    return InputsCleared(message=done.message, cleared=done.cleared, skipped=skipped)
+
+
+def _clear(message: Any, fmt: Format, wanted: list[int], placeholder: str) -> InputsCleared:
     if fmt == "openai_chat":
         return _chat_calls(message, wanted, placeholder)
     if fmt == "anthropic":
