@@ -49,7 +49,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..adapters._common import call_id_of, field, json_text
+from ..adapters._common import call_id_of, field, getter, json_text
 from ..exceptions import InvalidTranscriptError
 from ..shapes import Format
 
@@ -95,10 +95,9 @@ _FAILED = re.compile(
 def looks_failed(text: str) -> bool:
     """Whether a tool result's first non-blank line says it failed (a heuristic for
     formats without an error flag: OpenAI Chat and Responses)."""
-    for line in text.splitlines():
-        if line.strip():
-            return _FAILED.match(line[:300]) is not None
-    return False
+    # ``^\s*`` skips blank lines; only the start is looked at, so a huge output costs
+    # nothing more than a small one.
+    return _FAILED.match(text[:400]) is not None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -324,10 +323,11 @@ def _str_or_json(value: object) -> str:
 
 
 def _read_chat(message: object) -> _Read:
-    role = field(message, "role")
+    get = getter(message)
+    role = get("role")
     if role == "assistant":
         calls: list[_Call] = []
-        tool_calls = field(message, "tool_calls")
+        tool_calls = get("tool_calls")
         if isinstance(tool_calls, (list, tuple)):
             for position, call in enumerate(tool_calls):
                 call_id = call_id_of(field(call, "id"), "")[0]
@@ -344,21 +344,21 @@ def _read_chat(message: object) -> _Read:
                 else:
                     name, args, reason = "", json_text(call), "a tool call of an unknown type"
                 calls.append(_Call(position, call_id, name, args, True, reason))
-        function_call = field(message, "function_call")
+        function_call = get("function_call")
         if function_call is not None:
             name = field(function_call, "name")
             args = _str_or_json(field(function_call, "arguments"))
             calls.append(_Call(-1, f"function:{name}", str(name or ""), args, True, None))
         return _Read(calls=tuple(calls)) if calls else _NOTHING
     if role == "tool":
-        call_id = call_id_of(field(message, "tool_call_id"), "")[0]
-        text, media = _text_parts(field(message, "content"))
-        name = field(message, "name")
+        call_id = call_id_of(get("tool_call_id"), "")[0]
+        text, media = _text_parts(get("content"))
+        name = get("name")
         name = name if isinstance(name, str) else ""
         return _Read(results=(_Result(0, call_id, name, text, False, media, True),))
     if role == "function":
-        name = field(message, "name")
-        text, media = _text_parts(field(message, "content"))
+        name = get("name")
+        text, media = _text_parts(get("content"))
         result = _Result(0, f"function:{name}", str(name or ""), text, False, media, True)
         return _Read(results=(result,))
     return _NOTHING

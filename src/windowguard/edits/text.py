@@ -246,37 +246,32 @@ def _cuts(
     return head_end, head_end + _suffix_start(text[head_end:], budget - used, count)
 
 
-def _longest(fits: Callable[[int], bool], n: int, guess: int) -> int:
-    """The largest ``k`` in ``0..n`` with ``fits(k)`` (assumed monotone, ``fits(0)``),
-    found by galloping from ``guess`` then bisecting: O(log n) calls, each near the
-    answer's size rather than ``n``'s."""
-    guess = max(1, min(n, guess))
-    if fits(guess):
-        lo, hi = guess, None
-        while hi is None:
+def _longest(tokens_at: Callable[[int], int], n: int, budget: int) -> int:
+    """The largest ``k`` in ``0..n`` with ``tokens_at(k) <= budget`` (``tokens_at`` about
+    monotone, ``tokens_at(0) == 0``), to within ``max(8, k/256)`` characters.
+
+    Each step aims at the budget through the characters-per-token ratio it has just
+    measured (secant search), falling back to bisecting the bracket: 3-6 counts of pieces
+    about the answer's size, never of all ``n`` characters but at the end.
+    """
+    lo, hi = 0, n + 1  # tokens_at(lo) fits; tokens_at(hi) does not (n + 1: not known)
+    k = max(1, min(n, budget * 4))
+    for _ in range(64):
+        used = tokens_at(k)
+        if used <= budget:
+            lo = k
             if lo == n:
                 return n
-            step = min(n, lo * 2)
-            if fits(step):
-                lo = step
-            else:
-                hi = step
-    else:
-        lo, hi = 0, guess
-        while hi > 1:
-            half = hi // 2
-            if fits(half):
-                lo = half
-                break
-            hi = half
         else:
-            return 0
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if fits(mid):
-            lo = mid
-        else:
-            hi = mid
+            hi = k
+        if hi - lo <= max(8, lo // 256):
+            break
+        aim = int(k * budget / max(used, 1))
+        if used <= budget:
+            aim = max(aim, lo + 1)
+        if not lo < aim < hi:
+            aim = (lo + min(hi, n + 1)) // 2 if hi <= n else min(n, max(lo * 2, lo + 1))
+        k = min(aim, n)
     return lo
 
 
@@ -285,7 +280,7 @@ def _prefix_end(text: str, budget: int, count: Callable[[str], int]) -> int:
     keeps at least half of it."""
     if budget <= 0 or not text:
         return 0
-    chars = _longest(lambda k: count(text[:k]) <= budget, len(text), budget * 4)
+    chars = _longest(lambda k: count(text[:k]), len(text), budget)
     if chars == len(text):
         return chars
     line_end = text.rfind("\n", 0, chars) + 1
@@ -298,7 +293,7 @@ def _suffix_start(text: str, budget: int, count: Callable[[str], int]) -> int:
     n = len(text)
     if budget <= 0 or not text:
         return n
-    chars = _longest(lambda k: count(text[n - k :]) <= budget, n, budget * 4)
+    chars = _longest(lambda k: count(text[n - k :]), n, budget)
     if chars == n:
         return 0
     start = n - chars
