@@ -288,3 +288,41 @@ def test_an_object_that_cannot_be_copied_is_named() -> None:
 
     with pytest.raises(Exception, match="cannot edit a Opaque"):
         replace_result_text(Opaque(), "openai_chat", {0: "y"})
+
+
+@pytest.mark.parametrize(
+    "reasoning",
+    [
+        {"type": "redacted_thinking", "data": "EuYBCkQYAiJA"},
+        {"type": "thinking", "thinking": "", "signature": "c2ln"},
+    ],
+)
+def test_any_thinking_block_keeps_its_message_untouched(reasoning: dict[str, Any]) -> None:
+    message = {
+        "role": "assistant",
+        "content": [reasoning, {"type": "tool_use", "id": "t", "name": "x", "input": {"a": 1}}],
+    }
+    done = clear_call_inputs(message, "anthropic", [1])
+    assert done.message is message and done.cleared == () and done.skipped[0][0] == 1
+
+
+def test_an_anthropic_message_object_keeps_its_class() -> None:
+    from anthropic.types import Message, TextBlock, Usage
+
+    reply = Message(
+        id="msg_2",
+        type="message",
+        role="assistant",
+        model="claude",
+        content=[
+            TextBlock(type="text", text="reading"),
+            ToolUseBlock(type="tool_use", id="toolu_3", name="read_file", input={"path": "c"}),
+        ],
+        stop_reason="tool_use",
+        usage=Usage(input_tokens=1, output_tokens=1),
+    )
+    before = dumped(reply)
+    new = clear_call_inputs(reply, "anthropic", [1]).message
+    assert type(new) is Message and new.id == "msg_2" and new.content[0] is reply.content[0]
+    assert new.content[1].input == {} and dumped(reply) == before
+    new.model_dump_json()
