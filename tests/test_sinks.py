@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from windowguard.events import (
     CalibrationCapped,
     CalibrationUpdated,
+    ContextEdited,
     ContextEmergencyShrink,
     ContextEstimate,
     ContextPressure,
@@ -115,6 +116,15 @@ def one_of_each() -> list[Event]:
             tokens_before=130_000,
             tokens_after=90_000,
             budget=100_000,
+        ),
+        ContextEdited(
+            edit="clear",
+            messages=(3, 5),
+            tool_names=("read_file",),
+            tokens_before=17_400,
+            tokens_after=60,
+            tokens_freed=17_340,
+            new=True,
         ),
         TranscriptDeferred(reason="orphaned tool result", problems=("message 4: orphan",)),
         MaxTokensShrunk(

@@ -37,8 +37,13 @@ from .counters import load_counter as load_counter
 from .discovery import adiscover_model_info as adiscover_model_info
 from .discovery import clear_discovery_cache as clear_discovery_cache
 from .discovery import discover_model_info as discover_model_info
+from .edits import ClampToolResults as ClampToolResults
+from .edits import ClearToolResults as ClearToolResults
+from .edits import EditRecord as EditRecord
+from .edits import Summarize as Summarize
 from .estimate import Estimator as Estimator
 from .events import CalibrationCapped as CalibrationCapped
+from .events import ContextEdited as ContextEdited
 from .events import ContextEmergencyShrink as ContextEmergencyShrink
 from .events import ContextEstimate as ContextEstimate
 from .events import ContextPressure as ContextPressure
@@ -62,6 +67,8 @@ from .exceptions import ModelInfoError as ModelInfoError
 from .exceptions import ProviderError as ProviderError
 from .exceptions import RunLockedError as RunLockedError
 from .exceptions import RunStateError as RunStateError
+from .exceptions import SpillError as SpillError
+from .exceptions import SpillHandleError as SpillHandleError
 from .exceptions import SuspendRun as SuspendRun
 from .exceptions import UnknownFormatError as UnknownFormatError
 from .exceptions import WindowGuardError as WindowGuardError
@@ -100,6 +107,8 @@ from .sinks import LoggingSink as LoggingSink
 from .sinks import OpenTelemetrySink as OpenTelemetrySink
 from .sinks import capture_events as capture_events
 from .sinks import emit as emit
+from .spill import SpillStore as SpillStore
+from .spill import spill_tool as spill_tool
 from .tools import Tool as Tool
 from .tools import ToolContext as ToolContext
 from .tools import tool as tool
@@ -141,7 +150,10 @@ __all__ = [
     "Calibration",
     "CalibrationCapped",
     "ClampOutput",
+    "ClampToolResults",
+    "ClearToolResults",
     "ConfigurationError",
+    "ContextEdited",
     "ContextEmergencyShrink",
     "ContextEstimate",
     "ContextGauge",
@@ -149,6 +161,7 @@ __all__ = [
     "ContextTruncatedError",
     "ContextWindowManager",
     "CountQuery",
+    "EditRecord",
     "Estimator",
     "Event",
     "Failure",
@@ -187,8 +200,12 @@ __all__ = [
     "SendHistory",
     "Shape",
     "ShrinkResult",
+    "SpillError",
+    "SpillHandleError",
+    "SpillStore",
     "SqliteJournal",
     "Stop",
+    "Summarize",
     "SuspendRun",
     "TerminationReason",
     "TiktokenCounter",
@@ -223,5 +240,6 @@ __all__ = [
     "resolve_model_info",
     "segment",
     "shrink_max_tokens",
+    "spill_tool",
     "tool",
 ]

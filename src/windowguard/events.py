@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 __all__ = [
     "CalibrationCapped",
     "CalibrationUpdated",
+    "ContextEdited",
     "ContextEmergencyShrink",
     "ContextEstimate",
     "ContextPressure",
@@ -224,6 +225,29 @@ class TranscriptPruned(Event):
     tokens_after: int
     budget: int
     new_cut: bool = True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ContextEdited(Event):
+    """An edit stage changed what is sent: results clamped or cleared, call inputs
+    cleared, turns summarized or dropped (issue 19).
+
+    ``edit`` is the stage (``"clamp"``, ``"clear"``, ``"clear_inputs"``, ``"summarize"``,
+    ``"drop"``); ``messages`` are indices in the caller's transcript; ``tool_names`` the
+    tools whose results or calls were edited; ``tokens_before`` / ``tokens_after`` the
+    edited messages' size (by the manager's count) and ``tokens_freed`` their difference.
+    ``new`` is False when the edit repeats one made on an earlier send (a result once
+    cleared stays cleared, byte for byte), True when it is made on this send.
+    """
+
+    kind: ClassVar[str] = "context_edited"
+    edit: str
+    messages: tuple[int, ...]
+    tool_names: tuple[str, ...]
+    tokens_before: int
+    tokens_after: int
+    tokens_freed: int
+    new: bool = True
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

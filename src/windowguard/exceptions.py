@@ -26,6 +26,10 @@ name ends in ``Error``::
     │   │                          resumed again with another answer
     │   └── RunLockedError         another runner holds the run's lease (named, with its
     │                              expiry), or this runner lost it
+    ├── SpillError                 a spill store that cannot be used (a directory others can
+    │   │                          reach, a symlink), is full, or failed to write
+    │   └── SpillHandleError       a handle that is not one of the store's (a path, a
+    │                              traversal, an unknown or vanished output)
     └── ProviderError              a provider call failed; carries the classified Failure
 
     SuspendRun (outside the tree)  raised by a tool to pause a run: a signal, not an error
@@ -49,6 +53,8 @@ __all__ = [
     "ProviderError",
     "RunLockedError",
     "RunStateError",
+    "SpillError",
+    "SpillHandleError",
     "SuspendRun",
     "UnknownFormatError",
     "WindowGuardError",
@@ -159,6 +165,19 @@ class ContextTruncatedError(WindowGuardError):
             f"{need}; nothing was sent. Shorten the system prompt or the newest tool result, "
             "lower max_tokens, or use a model with a larger window."
         )
+
+
+class SpillError(WindowGuardError):
+    """A spill store (``windowguard.SpillStore``) that cannot be used or written: its
+    directory is a symlink, not a directory, another user's, or reachable by group or
+    others; an output over the per-file cap or a store over its total cap; a write that
+    failed. The message names the path and what to do."""
+
+
+class SpillHandleError(SpillError):
+    """A spill handle that is not one of the store's own: not of its alphabet (a path, a
+    ``../`` traversal, an absolute path, a NUL), or naming no kept output (unknown, or
+    removed, or replaced by a symlink)."""
 
 
 class ProviderError(WindowGuardError):

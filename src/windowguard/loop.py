@@ -48,6 +48,7 @@ from ._machine import (
 from ._streams import AsyncRunStream, RunStream, acount_tokens, count_tokens
 from ._tool_runs import ToolRunner, check_resume
 from .accounting.remote import RemoteCounter
+from .edits import ClampToolResults
 from .events import Event
 from .exceptions import ConfigurationError, ProviderError
 from .journal import Journal, RunState, transcript_digest
@@ -55,11 +56,22 @@ from .manager import ContextWindowManager
 from .providers.base import AsyncProvider, ModelResponse, Provider
 from .retry import RetryPolicy
 from .sinks import emit
+from .spill import spill_tool
 from .tools import Tool
 
 __all__ = ["AsyncRunStream", "AsyncToolLoop", "RunResult", "RunStream", "RunUsage", "ToolLoop"]
 
 logger = logging.getLogger("windowguard")
+
+
+def _edit_tools(manager: ContextWindowManager | None) -> list[Tool]:
+    """Tools the manager's edit stages need the model to have: ``read_spilled`` when it
+    clamps with a spill store (so the model can page through what was cut)."""
+    offered: list[Tool] = []
+    for edit in getattr(manager, "edits", None) or ():
+        if isinstance(edit, ClampToolResults) and edit.spill is not None:
+            offered.append(spill_tool(edit.spill))
+    return offered
 
 
 class _LoopBase:
@@ -97,6 +109,8 @@ class _LoopBase:
             if t.name in by_name:
                 raise ConfigurationError(f"two tools are named {t.name!r}")
             by_name[t.name] = t
+        for offered in _edit_tools(manager):
+            by_name.setdefault(offered.name, offered)  # a tool of the caller's name wins
         self.provider = provider
         self.tools = by_name
         self.manager = manager
@@ -223,7 +237,9 @@ class ToolLoop(_LoopBase):
     Args:
         provider: a synchronous provider (``OpenAIChatProvider``, ``AnthropicProvider``,
             ``FakeProvider`` ...).
-        tools: the tools the model may call.
+        tools: the tools the model may call. When the manager clamps tool results with
+            a spill store (``ClampToolResults(spill=...)``), ``read_spilled`` is offered
+            too, unless a tool of that name is given.
         manager: fits every send into the window; None sends the full transcript
             unchanged (every enforcement site a no-op). Each run gets its own copy.
         max_iterations: tool iterations before the cap-hit synthesis call.

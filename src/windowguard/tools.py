@@ -46,6 +46,7 @@ from typing import Any, Literal, Union, get_args, get_origin, overload
 from ._tool_threads import ToolThreads
 from .exceptions import ConfigurationError, SuspendRun
 from .providers.base import ToolCall, ToolResult, ToolSpec
+from .shapes import Format
 
 __all__ = [
     "Tool",
@@ -143,6 +144,11 @@ class Tool:
     def spec(self) -> ToolSpec:
         """The tool as the model sees it."""
         return ToolSpec(name=self.name, description=self.description, parameters=self.parameters)
+
+    def schema(self, format: Format) -> dict[str, Any]:
+        """The tool's schema in ``format``'s request shape (see :meth:`ToolSpec.schema`),
+        for offering it to a model outside ``ToolLoop``."""
+        return self.spec.schema(format)
 
 
 @overload

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from ..catalog import ModelInfo
+from ..exceptions import ConfigurationError
 from ..shapes import Format
 
 __all__ = [
@@ -49,6 +50,38 @@ class ToolSpec:
     name: str
     description: str
     parameters: Mapping[str, Any]
+
+    def schema(self, format: Format) -> dict[str, Any]:
+        """The tool as ``format``'s request takes it: an OpenAI Chat ``function`` tool, a
+        Responses ``function`` tool (``strict`` off, so any JSON schema works), or an
+        Anthropic tool (``input_schema``).
+
+        Raises:
+            ConfigurationError: an unknown format.
+        """
+        parameters = dict(self.parameters)
+        if format == "openai_chat":
+            return {
+                "type": "function",
+                "function": {
+                    "name": self.name,
+                    "description": self.description,
+                    "parameters": parameters,
+                },
+            }
+        if format == "responses":
+            return {
+                "type": "function",
+                "name": self.name,
+                "description": self.description,
+                "parameters": parameters,
+                "strict": False,
+            }
+        if format == "anthropic":
+            return {"name": self.name, "description": self.description, "input_schema": parameters}
+        raise ConfigurationError(
+            f"unknown format {format!r}; expected openai_chat, anthropic or responses"
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

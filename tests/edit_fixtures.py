@@ -1,0 +1,145 @@
+"""Test helper: transcripts with the official SDKs' typed objects, in every format."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from anthropic.types import Message, TextBlock, ThinkingBlock, ToolUseBlock, Usage
+from openai.types.chat import ChatCompletionMessage
+from openai.types.chat.chat_completion_message_custom_tool_call import (
+    ChatCompletionMessageCustomToolCall,
+    Custom,
+)
+from openai.types.chat.chat_completion_message_function_tool_call import (
+    ChatCompletionMessageFunctionToolCall,
+    Function,
+)
+from openai.types.responses import (
+    ResponseCustomToolCall,
+    ResponseCustomToolCallOutput,
+    ResponseFunctionToolCall,
+    ResponseFunctionToolCallOutputItem,
+    ResponseInputImage,
+    ResponseInputText,
+    ResponseReasoningItem,
+)
+
+from windowguard.adapters import shape_messages
+from windowguard.turns import segment
+
+
+def seg(messages: list[Any], fmt: str) -> tuple[int, tuple[int, ...]]:
+    s = segment(shape_messages(messages, format=fmt).shapes)
+    return s.head_stop, s.turn_starts
+
+
+def chat_transcript() -> list[Any]:
+    return [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "fix it"},
+        ChatCompletionMessage(
+            role="assistant",
+            content="reading",
+            tool_calls=[
+                ChatCompletionMessageFunctionToolCall(
+                    id="call_0",
+                    type="function",
+                    function=Function(name="read_file", arguments='{"path": "a.py"}'),
+                ),
+                ChatCompletionMessageCustomToolCall(
+                    id="call_1", type="custom", custom=Custom(name="patch", input="*** Begin")
+                ),
+            ],
+        ),
+        {"role": "tool", "tool_call_id": "call_0", "content": "print('a')"},
+        {
+            "role": "tool",
+            "tool_call_id": "call_1",
+            "content": [
+                {"type": "text", "text": "Error: patch failed"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+                {"type": "text", "text": "line 3"},
+            ],
+        },
+    ]
+
+
+def anthropic_transcript() -> list[Any]:
+    reply = Message(
+        id="msg_1",
+        type="message",
+        role="assistant",
+        model="claude",
+        content=[
+            ThinkingBlock(type="thinking", thinking="need both files", signature="sig=="),
+            TextBlock(type="text", text="Reading both."),
+            ToolUseBlock(type="tool_use", id="toolu_1", name="read_file", input={"path": "a"}),
+            ToolUseBlock(type="tool_use", id="toolu_2", name="read_file", input={"path": "b"}),
+        ],
+        stop_reason="tool_use",
+        usage=Usage(input_tokens=1, output_tokens=1),
+    )
+    return [
+        {"role": "user", "content": "compare a and b"},
+        reply,
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": "A" * 50},
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_2",
+                    "is_error": True,
+                    "content": [
+                        {"type": "text", "text": "no such file"},
+                        {
+                            "type": "image",
+                            "source": {"type": "base64", "media_type": "image/png", "data": "AA"},
+                        },
+                    ],
+                },
+                {"type": "text", "text": "and hurry"},
+            ],
+        },
+    ]
+
+
+def responses_transcript(*, reasoning: bool) -> list[Any]:
+    items: list[Any] = [{"role": "user", "content": "go"}]
+    if reasoning:
+        items.append(
+            ResponseReasoningItem(id="rs_1", type="reasoning", summary=[], encrypted_content="gAAA")
+        )
+    items += [
+        ResponseFunctionToolCall(
+            type="function_call", id="fc_1", call_id="call_a", name="read", arguments='{"p": 1}'
+        ),
+        ResponseFunctionToolCallOutputItem(
+            id="fco_1",
+            status="completed",
+            type="function_call_output",
+            call_id="call_a",
+            output=[
+                ResponseInputText(type="input_text", text="body"),
+                ResponseInputImage(type="input_image", detail="auto", image_url="data:,"),
+            ],
+        ),
+        ResponseCustomToolCall(
+            type="custom_tool_call", call_id="call_b", name="sh", input="ls -la"
+        ),
+        ResponseCustomToolCallOutput(
+            type="custom_tool_call_output", call_id="call_b", output="a\nb"
+        ),
+        {
+            "type": "computer_call",
+            "call_id": "call_c",
+            "id": "cu_1",
+            "action": {"type": "screenshot"},
+        },
+        {
+            "type": "computer_call_output",
+            "call_id": "call_c",
+            "output": {"type": "computer_screenshot"},
+        },
+    ]
+    return items
