@@ -63,3 +63,33 @@ def test_an_anchor_that_still_fits_is_kept_and_never_drops_too_few(
     assert chosen is not None and chosen >= minimal and cost[chosen] <= budget
     if policy == "low_water" and minimal and cost[starts.index(anchor)] <= budget:
         assert chosen == starts.index(anchor)
+
+
+@given(
+    costs(),
+    st.integers(1_000, 30_000),
+    st.integers(1, 6),
+    st.integers(1, 2_000),
+)
+def test_a_low_water_cut_never_throws_away_more_than_the_mark_and_its_room(
+    cost: list[int], budget: int, hold_turns: int, turn_tokens: int
+) -> None:
+    turns = len(cost)
+    starts = list(range(10, 10 + 3 * turns, 3))
+    chosen = choose_drop(
+        cost=cost.__getitem__,
+        turn_starts=starts,
+        budget=budget,
+        policy="low_water",
+        low_water=0.7,
+        turn_tokens=turn_tokens,
+        hold_turns=hold_turns,
+    )
+    minimal = turns_to_drop(cost=cost.__getitem__, turns=turns, budget=budget)
+    assert (chosen is None) == (minimal is None)
+    if chosen is None or minimal is None or chosen == minimal:
+        return
+    mark = int(budget * 0.7)
+    hold = hold_turns * turn_tokens
+    assert cost[chosen] <= budget - hold  # a low-water cut frees room for hold_turns turns
+    assert cost[chosen] >= mark - hold  # ... and never keeps less than the mark minus it

@@ -26,6 +26,7 @@ from .accounting.remote import CountQuery
 from .accounting.usage import Calibration
 from .budget import Budget
 from .catalog import ModelInfo
+from .edits.records import EditRecord
 from .events import (
     CalibrationCapped,
     ContextEmergencyShrink,
@@ -72,6 +73,10 @@ class Fit:
         upper_tokens: when an exact source exists, a guaranteed upper count of the
             request (exact where measured or counted, bounded elsewhere): what the edge
             rule decided on and ``max_tokens`` was fitted against; 0 otherwise.
+        edits: what this send changed (``"clamp"``, ``"clear"``, ``"clear_inputs"``,
+            ``"summarize"``, ``"drop"``), each with the caller's message indices and the
+            tokens freed; edits made by earlier sends are still in effect (their copies
+            are sent again, byte for byte) and not listed again.
     """
 
     messages: list[object]
@@ -91,6 +96,7 @@ class Fit:
     sources: tuple[str, ...] = ()
     remote_counts: int = 0
     upper_tokens: int = 0
+    edits: tuple[EditRecord, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -179,6 +185,12 @@ class FitContext:
     def end(self) -> int:
         """One past the last message."""
         return self.seg.length
+
+    def refresh(self) -> None:
+        """Messages were replaced by edited copies: count again (the head's may be among
+        them, so the base's key is made again too)."""
+        self._counts.clear()
+        self._key = None
 
     @property
     def newest(self) -> int:
@@ -339,11 +351,11 @@ class FitContext:
             return None
         return self.local_fixed + local + head_local
 
-    def query(
-        self, kept_from: int, messages: Sequence[object], system: object, model: str
-    ) -> CountQuery:
-        """The remote count query of the request keeping turns from ``kept_from``."""
+    def query(self, kept_from: int, system: object, model: str) -> CountQuery:
+        """The remote count query of the request keeping turns from ``kept_from`` (what
+        is sent: edited copies where there are some)."""
         head_stop = self.seg.head_stop
+        messages = self.run.effective
         kept = [*messages[:head_stop], *messages[kept_from : self.end]]
         return CountQuery(
             format=self.run.format,
@@ -451,6 +463,7 @@ def build_fit(
     floor: int,
     factors: Factors,
     counter_sources: tuple[str, ...],
+    edits: tuple[EditRecord, ...] = (),
 ) -> Fit:
     """The :class:`Fit` of what will be sent: ``max_tokens`` fitted by the shrink guard
     (with no safety buffer when the count is exact), and the ``context_estimate``
@@ -502,4 +515,5 @@ def build_fit(
         sources=sources,
         remote_counts=remote_counts,
         upper_tokens=count.upper if ctx.use_upper else 0,
+        edits=edits,
     )

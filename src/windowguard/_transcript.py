@@ -40,6 +40,8 @@ class Transcript:
         "anchor",
         "base_key",
         "cache",
+        "edits_checked",
+        "effective",
         "format",
         "format_certain",
         "index",
@@ -53,6 +55,11 @@ class Transcript:
         self.format: Format = fmt
         self.format_certain = certain
         self.seen: list[object] = []
+        # What is sent in place of each message: ``seen`` itself until an edit stage
+        # replaces one (then a list of its own, the edited copies in their places).
+        self.effective: list[object] = self.seen
+        # Messages before this index were looked at by the clamp stage already.
+        self.edits_checked = 0
         self.index = TurnIndex()
         self.ledger = Ledger()
         # id(message) -> its entry; the entry keeps the message, so the id stays valid.
@@ -83,18 +90,51 @@ class Transcript:
         return False
 
     def take(self, messages: Sequence[object]) -> list[object]:
-        """A new list of ``messages`` (the transcript just fitted): the snapshot made while
-        comparing it, when there is one, else a copy."""
+        """A new list of what is sent for ``messages`` (the transcript just fitted): the
+        snapshot made while comparing it, when there is one and nothing was edited, else
+        a copy."""
         snapshot, self.snapshot = self.snapshot, None
+        if self.effective is not self.seen:
+            return list(self.effective)
         if snapshot is not None and len(snapshot) == len(messages):
             return snapshot
         return list(messages)
+
+    @property
+    def edited(self) -> bool:
+        """Whether any message is sent as an edited copy."""
+        return self.effective is not self.seen
+
+    def substitute(self, changes: Mapping[int, object], estimator: Estimator) -> None:
+        """Send ``changes[i]`` (an edited copy of message ``i``) in place of message
+        ``i`` from now on: it gets an entry of its own, which later sends of the same
+        caller's message find in the cache, and what the ledger measured of the old one
+        is forgotten."""
+        if not changes:
+            return
+        if self.effective is self.seen:
+            self.effective = list(self.seen)
+        shape_of = shaper(self.format)
+        costs = message_costs(estimator)
+        entries = self.ledger.entries
+        for index, message in changes.items():
+            original = self.seen[index]
+            shape = shape_of(message)
+            entry = Entry(message, shape, *costs(shape))
+            entry.origin = original
+            entries[index] = entry
+            self.cache[id(original)] = entry
+            self.effective[index] = message
+        self.base_key = None
+        self.ledger.replaced(sorted(changes))
 
     def append(self, new: Sequence[object], estimator: Estimator) -> None:
         """Shape, estimate and segment messages appended to the transcript."""
         entries = self._entries(new, estimator)
         self.ledger.append(entries)
         self.seen.extend(new)
+        if self.effective is not self.seen:
+            self.effective.extend(entry.message for entry in entries)
         self.index.extend(e.shape for e in entries)
 
     def _entries(self, new: Sequence[object], estimator: Estimator) -> list[Entry]:
@@ -107,7 +147,7 @@ class Transcript:
         for message in new:
             key = id(message)
             entry = lookup(key)
-            if entry is None or entry.message is not message:
+            if entry is None or entry.origin is not message:
                 try:
                     shape = shape_of(message)
                     entry = Entry(message, shape, *estimate(shape))
@@ -244,6 +284,8 @@ def _rebuild(
     run.ledger.adopt(entries, previous)
     run.seen.extend(messages)
     leave_room(run.seen)
+    if any(entry.origin is not entry.message for entry in entries):
+        run.effective = [entry.message for entry in entries]
     run.index.extend(e.shape for e in entries)
     return run
 

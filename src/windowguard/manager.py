@@ -57,12 +57,13 @@ from __future__ import annotations
 
 import copy as _copy
 import logging
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import replace
 from typing import Any
 
 from ._damaged import plan_damaged
 from ._decide import Policy, candidate, choose, near_edge, refuse_or_keep
+from ._editing import EditState, Stages, clamp_new, clamp_to_fit, clear_block, newest_results
 from ._fitting import Composition, Count, Fit, FitContext, build_fit, learn
 from ._transcript import Fixed, RequestParts, Transcript, update_transcript
 from .accounting import CounterArg, choose_sources, infer_family
@@ -78,6 +79,8 @@ from .accounting.usage import (
 from .adapters import check_format, check_messages
 from .budget import Budget, compute_budget
 from .catalog import ModelInfo, OverridesArg, resolve_model_info
+from .edits.config import EditStage, check_edits
+from .edits.records import EditRecord
 from .estimate import Estimator
 from .events import (
     Event,
@@ -151,6 +154,9 @@ class ContextWindowManager:
             window the cut would move again at once, so it drops just enough (0: always
             drop to the mark).
         max_remote_counts: remote counts one send may ask for (0 disables them).
+        edits: the edit stages to run before whole turns are dropped, cheapest first
+            (:class:`~windowguard.ClampToolResults`, :class:`~windowguard.ClearToolResults`,
+            :class:`~windowguard.Summarize`; ``docs/edits.md``); ``()`` drops only.
     """
 
     def __init__(
@@ -169,6 +175,7 @@ class ContextWindowManager:
         low_water: float = 0.7,
         hold_turns: int = DEFAULT_HOLD_TURNS,
         max_remote_counts: int = DEFAULT_MAX_REMOTE_COUNTS,
+        edits: Sequence[EditStage] | None = (),
     ) -> None:
         if model is not None and not isinstance(model, str):
             raise ConfigurationError(f"model must be a model name string, got {model!r}")
@@ -209,6 +216,8 @@ class ContextWindowManager:
         self.floor = floor
         self.strict = strict
         self.max_remote_counts = max_remote_counts
+        self.edits: tuple[EditStage, ...] = check_edits(edits)
+        self._stages = Stages.of(self.edits)
         self.estimator = Estimator(self.model_info.tokenizer)
         sources = choose_sources(counter, self.model_info.tokenizer)
         self.local: TemplateAccounting | None = sources.local
@@ -238,6 +247,7 @@ class ContextWindowManager:
         # composition and reply): the next fit sends strictly less.
         self._refused: tuple[Composition, int | None] | None = None
         self._distrust = False
+        self._edit_state = EditState()
 
     @classmethod
     def from_endpoint(
@@ -563,23 +573,16 @@ class ContextWindowManager:
                 first = seg.problems[0]
                 raise InvalidTranscriptError(first.problem, index=first.index)
             return self._fit_damaged(messages, ctx, seg.problems, events)
-        calls = 0
+        made = self._clamp_arrivals(ctx)
         distrust, self._distrust = self._distrust or refused is not None, False
-        dropped = choose(ctx, self._factors, self._policy)
-        if ctx.use_upper and (distrust or self._near_edge(ctx, dropped)):
-            if self._count_locally(ctx):
-                dropped = choose(ctx, self._factors, self._policy)
-            while calls < self.max_remote_counts and self.remote is not None:
-                if not (distrust and calls == 0) and not self._near_edge(ctx, dropped):
-                    break
-                kept_from = candidate(ctx, dropped, self._factors)
-                if kept_from is None:
-                    break
-                answer = yield ctx.query(kept_from, messages, system, self.model or "")
-                calls += 1
-                if not self._counted(ctx, kept_from, answer, events, "confirm"):
-                    break
-                dropped = choose(ctx, self._factors, self._policy)
+        dropped, calls = yield from self._decide(ctx, messages, system, events, distrust, 0)
+        if self._stages and self._loses_context(ctx, dropped):
+            edited = self._edit(ctx, dropped)
+            if edited:
+                made += edited
+                dropped, calls = yield from self._decide(
+                    ctx, messages, system, events, False, calls
+                )
         if refused is not None and self._shrink_below(ctx, refused, max_tokens, safety):
             dropped = choose(ctx, self._factors, self._policy)
         elif (
@@ -598,7 +601,7 @@ class ContextWindowManager:
             minimal = len(seg.turn_starts) - 1 if seg.turn_starts else 0
             count = ctx.count(ctx.kept_from(minimal), self._factors)
             if not count.exact and self.remote is not None and calls < self.max_remote_counts:
-                answer = yield ctx.query(ctx.kept_from(minimal), messages, system, self.model or "")
+                answer = yield ctx.query(ctx.kept_from(minimal), system, self.model or "")
                 calls += 1
                 if self._counted(ctx, ctx.kept_from(minimal), answer, events, "refusal check"):
                     dropped = choose(ctx, self._factors, self._policy)
@@ -623,7 +626,108 @@ class ContextWindowManager:
                 safety=safety,
             )
             return fit
-        return self._fitted(messages, ctx, dropped, events, calls)
+        return self._fitted(messages, ctx, dropped, events, calls, made)
+
+    def _decide(
+        self,
+        ctx: FitContext,
+        messages: Sequence[object],
+        system: object,
+        events: list[Event],
+        distrust: bool,
+        calls: int,
+    ) -> Generator[CountQuery, RemoteAnswer, tuple[int | None, int]]:
+        """Choose what to drop; near the edge (or after a refusal), count exactly first
+        and choose again. Returns the choice and the remote counts made so far."""
+        dropped = choose(ctx, self._factors, self._policy)
+        if not ctx.use_upper or not (distrust or self._near_edge(ctx, dropped)):
+            return dropped, calls
+        if self._count_locally(ctx):
+            dropped = choose(ctx, self._factors, self._policy)
+        first = calls
+        while calls < self.max_remote_counts and self.remote is not None:
+            if not (distrust and calls == first) and not self._near_edge(ctx, dropped):
+                break
+            kept_from = candidate(ctx, dropped, self._factors)
+            if kept_from is None:
+                break
+            answer = yield ctx.query(kept_from, system, self.model or "")
+            calls += 1
+            if not self._counted(ctx, kept_from, answer, events, "confirm"):
+                break
+            dropped = choose(ctx, self._factors, self._policy)
+        return dropped, calls
+
+    # -- edit stages -------------------------------------------------------------------
+
+    def _text_count(self) -> Callable[[str], int]:
+        """How the edit stages count a text: the local exact tokenizer when there is one,
+        else the heuristic (dense). Deterministic for a run, so an edit made once is the
+        same bytes on every later send."""
+        local = self.local
+        if local is not None:
+            try:
+                counter = local.counter
+            except Exception as exc:  # a tokenizer that cannot load: the heuristic
+                logger.warning("edits count with the heuristic: %s", exc)
+            else:
+                return counter.count
+        estimator = self.estimator
+        return lambda text: estimator.text_tokens(text, "dense")
+
+    def _clamp_arrivals(self, ctx: FitContext) -> list[EditRecord]:
+        """Clamp the tool results that arrived since the previous send."""
+        clamp = self._stages.clamp
+        run = ctx.run
+        start, run.edits_checked = run.edits_checked, ctx.end
+        if clamp is None or start >= ctx.end:
+            return []
+        return clamp_new(ctx, clamp, start, self._text_count(), self._edit_state, self.estimator)
+
+    def _loses_context(self, ctx: FitContext, dropped: int | None) -> bool:
+        """Whether the choice refuses, or drops turns the previous send kept."""
+        if dropped is None:
+            return True
+        if not dropped:
+            return False
+        anchor = ctx.run.anchor
+        return anchor is None or ctx.kept_from(dropped) > anchor
+
+    def _edit(self, ctx: FitContext, dropped: int | None) -> list[EditRecord]:
+        """Edit before dropping: clear a block of old results down to the low-water
+        mark; when even head + newest turn cannot fit, clamp the newest turn's results
+        to what fits."""
+        stages, state, count = self._stages, self._edit_state, self._text_count()
+        made: list[EditRecord] = []
+        anchor = ctx.run.anchor
+        least = ctx.seg.head_stop if anchor is None else anchor
+        if stages.clear is not None:
+            # Down to the low-water mark, and far enough below the budget to hold the
+            # next few typical turns (as a low-water drop does): one block of clears
+            # then lasts several sends, and each of them extends the previous request.
+            budget = ctx.budget.input_tokens
+            target = budget
+            if self.pruning == "low_water":
+                target = int(budget * self.low_water)
+                if self.hold_turns:
+                    hold = self.hold_turns * ctx.typical_turn(self._factors)
+                    target = max(min(target, budget - hold), budget // 4)
+            kept = ctx.count(least, self._factors)
+            need = kept.tokens - target
+            if need > 0:
+                made += clear_block(ctx, stages.clear, least, need, count, state, self.estimator)
+        if stages.clamp is not None:
+            factors = self._factors
+            minimal = ctx.count(ctx.newest, factors) if ctx.seg.turn_starts else None
+            if minimal is not None and minimal.tokens > ctx.budget.input_tokens:
+                over = minimal.tokens - ctx.budget.input_tokens
+                results = sum(
+                    count(r.text) for r in newest_results(ctx, stages.clamp.exclude_tools)
+                )
+                room = max(results - over, 0)
+                made += clamp_to_fit(ctx, stages.clamp, room, count, state, self.estimator)
+        del dropped
+        return made
 
     @property
     def _policy(self) -> Policy:
@@ -806,16 +910,18 @@ class ContextWindowManager:
         dropped: int,
         events: list[Event],
         calls: int,
+        made: list[EditRecord],
     ) -> Fit:
         run, seg = ctx.run, ctx.seg
         previous_cut = run.anchor
         kept_from = ctx.kept_from(dropped)
         run.anchor = kept_from if dropped else None
         count = ctx.count(kept_from, self._factors)
+        sent = run.effective
         if dropped:
             cut_from, cut_to = seg.head_stop, kept_from
-            kept = list(messages[:cut_from])
-            kept.extend(messages[cut_to:])
+            kept = sent[:cut_from]
+            kept.extend(sent[cut_to:])
             new_cut = cut_to != previous_cut
             if new_cut:
                 # The post-fit pairing guard: re-segment what will be sent. Whole turns
@@ -840,6 +946,17 @@ class ContextWindowManager:
                 )
             )
             if new_cut:
+                newly_from = cut_from if previous_cut is None else min(previous_cut, cut_to)
+                if newly_from < cut_to:
+                    dropped_now = ctx.count(newly_from, self._factors).tokens - count.tokens
+                    made.append(
+                        EditRecord(
+                            kind="drop",
+                            messages=tuple(range(newly_from, cut_to)),
+                            tokens_before=max(dropped_now, 0),
+                            tokens_after=0,
+                        )
+                    )
                 logger.info(
                     "pruned %d oldest turns (%d messages): ~%d -> ~%d tokens, budget %d",
                     dropped,
@@ -850,9 +967,12 @@ class ContextWindowManager:
                 )
         else:
             kept = run.take(messages)
+        events.extend(record.event() for record in made)
         self._sent = ctx.composition(kept_from, self._factors)
         dropped_messages = len(messages) - len(kept)
-        return self._result(kept, ctx, count, dropped, dropped_messages, (), events, calls)
+        return self._result(
+            kept, ctx, count, dropped, dropped_messages, (), events, calls, tuple(made)
+        )
 
     def _result(
         self,
@@ -864,6 +984,7 @@ class ContextWindowManager:
         problems: tuple[Problem, ...],
         events: list[Event],
         calls: int,
+        edits: tuple[EditRecord, ...] = (),
     ) -> Fit:
         fit = build_fit(
             kept,
@@ -878,6 +999,7 @@ class ContextWindowManager:
             floor=self.floor,
             factors=self._factors,
             counter_sources=self._counter_sources,
+            edits=edits,
         )
         self._sent_reply = fit.max_tokens
         return fit
@@ -906,7 +1028,8 @@ class ContextWindowManager:
         self._sent = (
             ctx.composition(plan.kept_from, self._factors) if plan.kept_from is not None else None
         )
-        kept = [messages[i] for i in plan.kept]
+        sent = ctx.run.effective
+        kept = [sent[i] for i in plan.kept]
         logger.warning(
             "transcript is damaged (%s); the damaged stretch is sent whole%s",
             "; ".join(described[:3]),
@@ -954,7 +1077,7 @@ class ContextWindowManager:
             "; ".join(described[:3]),
         )
         events.append(TranscriptDeferred(reason="damaged input: not pruned", problems=described))
-        return self._result(list(messages), ctx, count, 0, 0, problems, events, 0)
+        return self._result(list(ctx.run.effective), ctx, count, 0, 0, problems, events, 0)
 
 
 def _as_transcript(messages: object) -> Sequence[object]:

@@ -116,7 +116,9 @@ def choose_drop(
         hold_turns: a ``low_water`` prune drops below what fits only when the room it
             frees holds at least this many typical turns; otherwise the cut would move
             again within a send or two anyway, and the context would be lost for
-            nothing, so it drops just enough (0: always drop to the mark).
+            nothing, so it drops just enough. Nor does it keep less than the mark minus
+            that room: a large turn straddling the mark is kept when the cut before it
+            still frees the room (0: always drop to the mark, whatever it costs).
 
     Returns:
         The number of oldest turns to drop, or None when head + newest turn cannot fit.
@@ -138,7 +140,18 @@ def choose_drop(
     if policy == "minimal" or not minimal:
         return minimal
     mark = math.floor(budget * low_water)
-    if hold_turns and budget - mark < hold_turns * turn_tokens:
+    hold = hold_turns * turn_tokens
+    if hold_turns and budget - mark < hold:
         return minimal
     lower = turns_to_drop(cost=cost, turns=turns, budget=mark)
-    return minimal if lower is None else max(lower, minimal)
+    if lower is None or lower <= minimal:
+        return minimal
+    if hold_turns and cost(lower) < mark - hold:
+        # A large turn straddles the mark: dropping it would throw away far more than
+        # the mark asks. Keep it when the cut before it still frees room for the turns
+        # the mark is for; else drop just enough.
+        before = lower - 1
+        if before > minimal and cost(before) <= budget - hold:
+            return before
+        return minimal
+    return lower

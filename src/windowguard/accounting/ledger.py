@@ -104,10 +104,13 @@ class Entry:
             reference): reports over it never calibrate, and their excess is hidden.
     """
 
-    __slots__ = ("bound", "local", "message", "opaque", "raw", "shape")
+    __slots__ = ("bound", "local", "message", "opaque", "origin", "raw", "shape")
 
     def __init__(self, message: object, shape: Shape, raw: int, bound: int) -> None:
         self.message = message
+        self.origin = message
+        """The caller's own message this entry stands for (``message`` is an edited copy
+        of it when an edit stage replaced its content)."""
         self.shape = shape
         self.raw = raw
         self.bound = max(bound, raw) if bound >= 0 else raw
@@ -364,6 +367,21 @@ class Ledger:
                 self.bases[key] = value
             # a base measured with a span that is gone no longer adds up with anything
         self.version += 1
+
+    def replaced(self, indices: Sequence[int]) -> None:
+        """Entries at ``indices`` were replaced by edited ones: the spans holding them no
+        longer measure what is sent, so they are forgotten (and a base measured with
+        them)."""
+        if not indices:
+            return
+        doomed = {
+            j
+            for index in indices
+            if (j := bisect_right(self.span_starts, index) - 1) >= 0 and self.spans[j].stop > index
+        }
+        for j in sorted(doomed, reverse=True):
+            self._remove_span(j)
+        self.counted_locally(min(indices))
 
     def counted_locally(self, index: int) -> None:
         """Entries from ``index`` on got local counts."""

@@ -1,0 +1,316 @@
+"""The edit stages of a fit: clamp oversized tool results, clear old ones, then (after
+whole turns are dropped) fold what would be lost into a summary.
+
+Each stage is a function of the fit's view (:class:`~windowguard._fitting.FitContext`)
+and the run's :class:`EditState`, and returns the edits it made; the manager
+(:mod:`windowguard.manager`) runs them in that order and only as far as needed:
+
+* **clamp** (:class:`~windowguard.ClampToolResults`): every tool result over its
+  ``max_tokens`` is cut to head and tail when it first arrives, in the newest turn too;
+  and when even head + newest turn cannot fit, the newest turn's results are cut further,
+  to what fits. An output larger than the window no longer ends the run.
+* **clear** (:class:`~windowguard.ClearToolResults`): when the request would lose turns,
+  old tool results (outside the newest ``keep`` turns), oldest first, become a short
+  placeholder naming the tool and its arguments — in one block down to the low-water
+  mark, and only when that frees at least ``clear_at_least`` tokens, so the prompt's
+  prefix changes once per block, not on every send.
+
+Invariants: an edited message is a new object of the caller's type with only its
+content replaced (:mod:`windowguard.edits.rewrite`); an edit, once made, is sent byte for
+byte on every later send of the run (the edited copy is kept per caller's message, and
+every number in it comes from one deterministic count of the original); pairing, the head
+and the newest turn are untouched by construction (results are edited in place, never
+removed).
+"""
+
+from __future__ import annotations
+
+import logging
+from bisect import bisect_right
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+from ._fitting import FitContext
+from .edits.config import ClampToolResults, ClearToolResults, EditStage, Summarize
+from .edits.parts import ResultRef, tool_calls, tool_results
+from .edits.records import EditRecord
+from .edits.rewrite import clear_call_inputs, replace_result_text
+from .edits.text import clamp_text, placeholder_text
+from .estimate import Estimator
+from .exceptions import WindowGuardError
+
+__all__ = ["EditState", "Stages", "clamp_new", "clamp_to_fit", "clear_block", "newest_results"]
+
+logger = logging.getLogger("windowguard")
+
+TextCount = Callable[[str], int]
+
+
+@dataclass(frozen=True, slots=True)
+class Stages:
+    """A manager's edit stages, by kind (each None when not configured)."""
+
+    clamp: ClampToolResults | None = None
+    clear: ClearToolResults | None = None
+    summarize: Summarize | None = None
+
+    @classmethod
+    def of(cls, edits: Sequence[EditStage]) -> Stages:
+        clamp = next((e for e in edits if isinstance(e, ClampToolResults)), None)
+        clear = next((e for e in edits if isinstance(e, ClearToolResults)), None)
+        summarize = next((e for e in edits if isinstance(e, Summarize)), None)
+        return cls(clamp=clamp, clear=clear, summarize=summarize)
+
+    def __bool__(self) -> bool:
+        return self.clamp is not None or self.clear is not None or self.summarize is not None
+
+
+@dataclass(slots=True)
+class EditState:
+    """What the edit stages did in one run: the latest record of each edited caller's
+    message, by identity (the message is kept so its id stays valid), in the order
+    made."""
+
+    records: dict[int, tuple[object, EditRecord]] = field(default_factory=dict)
+    cleared: set[int] = field(default_factory=set)
+    """Caller's messages whose results were cleared (ids): never cleared again."""
+
+    def note(self, original: object, record: EditRecord) -> None:
+        self.records[id(original)] = (original, record)
+
+
+def _scan(ctx: FitContext, start: int) -> list[ResultRef]:
+    """The tool results of the turn holding message ``start`` and every later one (of
+    the whole transcript when ``start`` lies in the head), in what is sent (an earlier
+    edit's copy where there is one), with the transcript's indices and turn numbers."""
+    seg = ctx.seg
+    starts = seg.turn_starts
+    fmt = ctx.run.format
+    turn = bisect_right(starts, start) - 1
+    if start < seg.head_stop or turn < 0:
+        return tool_results(ctx.run.effective[: ctx.end], fmt, seg.head_stop, starts)
+    first = starts[turn]
+    relative = [starts[j] - first for j in range(turn, len(starts))]
+    found = tool_results(ctx.run.effective[first : ctx.end], fmt, 0, relative)
+    return [
+        replace(
+            r,
+            index=r.index + first,
+            turn=r.turn + turn,
+            call_index=None if r.call_index is None else r.call_index + first,
+        )
+        for r in found
+    ]
+
+
+def _apply(
+    ctx: FitContext,
+    estimator: Estimator,
+    texts: dict[int, dict[int, str]],
+    state: EditState,
+    records: dict[int, EditRecord],
+) -> list[EditRecord]:
+    """Replace the results' texts (by message index and part) in what is sent."""
+    run = ctx.run
+    changes: dict[int, object] = {}
+    for index, parts in texts.items():
+        changes[index] = replace_result_text(run.effective[index], run.format, parts)
+    run.substitute(changes, estimator)
+    made = []
+    for index in sorted(records):
+        record = records[index]
+        state.note(run.seen[index], record)
+        made.append(record)
+    ctx.refresh()
+    return made
+
+
+def clamp_new(
+    ctx: FitContext,
+    config: ClampToolResults,
+    start: int,
+    count: TextCount,
+    state: EditState,
+    estimator: Estimator,
+    *,
+    limit: int | None = None,
+    newest_only: bool = False,
+) -> list[EditRecord]:
+    """Clamp every tool result from message ``start`` on that counts more than
+    ``limit`` (the stage's ``max_tokens`` by default).
+
+    Returns:
+        The clamps made (none when nothing is over its limit).
+    """
+    limit = config.max_tokens if limit is None else limit
+    texts: dict[int, dict[int, str]] = {}
+    records: dict[int, EditRecord] = {}
+    newest = ctx.newest
+    for ref in _scan(ctx, start):
+        if ref.index < start or (newest_only and ref.index < newest):
+            continue
+        if ref.tool_name in config.exclude_tools or not ref.text:
+            continue
+        before = count(ref.text)
+        if before <= limit:
+            continue
+        spilled = None
+        if config.spill is not None:
+            try:
+                spilled = config.spill.put(ref.text, tool_name=ref.tool_name or None)
+            except (WindowGuardError, OSError) as exc:  # a full store clamps without it
+                logger.warning("could not keep the whole %s output (%s)", ref.tool_name, exc)
+        try:
+            cut = clamp_text(
+                ref.text, limit, count, config.keep, spilled, error=ref.is_error or None
+            )
+        except WindowGuardError as exc:  # the limit cannot hold even the marker
+            logger.warning(
+                "could not clamp a %s result to %d tokens: %s", ref.tool_name, limit, exc
+            )
+            continue
+        texts.setdefault(ref.index, {})[ref.part] = cut
+        after = count(cut)
+        previous = records.get(ref.index)
+        names = (*previous.tool_names, ref.tool_name) if previous else (ref.tool_name,)
+        records[ref.index] = EditRecord(
+            kind="clamp",
+            messages=(ref.index,),
+            tool_names=tuple(n for n in names if n),
+            tokens_before=before + (previous.tokens_before if previous else 0),
+            tokens_after=after + (previous.tokens_after if previous else 0),
+        )
+    if not texts:
+        return []
+    return _apply(ctx, estimator, texts, state, records)
+
+
+def newest_results(ctx: FitContext, exclude_tools: Sequence[str]) -> list[ResultRef]:
+    """The newest turn's tool results an edit may cut."""
+    newest = ctx.newest
+    return [
+        r
+        for r in _scan(ctx, newest)
+        if r.index >= newest and r.text and r.tool_name not in exclude_tools
+    ]
+
+
+def clamp_to_fit(
+    ctx: FitContext,
+    config: ClampToolResults,
+    room: int,
+    count: TextCount,
+    state: EditState,
+    estimator: Estimator,
+) -> list[EditRecord]:
+    """Head + newest turn cannot fit: cut the newest turn's results so that together they
+    use at most ``room`` tokens more than the rest of that request (each gets an equal
+    share, at least the smallest clamp)."""
+    refs = newest_results(ctx, config.exclude_tools)
+    if not refs:
+        return []
+    share = max(room // len(refs), 100)
+    return clamp_new(
+        ctx, config, ctx.newest, count, state, estimator, limit=share, newest_only=True
+    )
+
+
+def clear_block(
+    ctx: FitContext,
+    config: ClearToolResults,
+    first: int,
+    need: int,
+    count: TextCount,
+    state: EditState,
+    estimator: Estimator,
+) -> list[EditRecord]:
+    """Clear old tool results, oldest first from message ``first`` (the first kept turn),
+    outside the newest ``keep`` turns, until at least ``need`` tokens are freed; nothing
+    when all there is to clear frees less than ``clear_at_least``.
+
+    Returns:
+        The clears made.
+    """
+    starts = ctx.seg.turn_starts
+    if len(starts) <= config.keep:
+        return []
+    boundary = starts[len(starts) - config.keep]
+    if first >= boundary:
+        return []
+    texts: dict[int, dict[int, str]] = {}
+    records: dict[int, EditRecord] = {}
+    calls: dict[int, list[int]] = {}
+    freed = 0
+    seen = ctx.run.seen
+    for ref in _scan(ctx, first):
+        if ref.index < first or ref.index >= boundary:
+            continue
+        if ref.tool_name in config.exclude_tools or not ref.text:
+            continue
+        if id(seen[ref.index]) in state.cleared:
+            continue
+        before = count(ref.text)
+        text = placeholder_text(
+            ref.tool_name, ref.arguments, before, config.placeholder, call_id=ref.call_id
+        )
+        after = count(text)
+        if after >= before:
+            continue  # already shorter than its placeholder
+        texts.setdefault(ref.index, {})[ref.part] = text
+        previous = records.get(ref.index)
+        names = (*previous.tool_names, ref.tool_name) if previous else (ref.tool_name,)
+        records[ref.index] = EditRecord(
+            kind="clear",
+            messages=(ref.index,),
+            tool_names=tuple(n for n in names if n),
+            tokens_before=before + (previous.tokens_before if previous else 0),
+            tokens_after=after + (previous.tokens_after if previous else 0),
+        )
+        if config.clear_inputs and ref.call_index is not None and ref.call_part is not None:
+            calls.setdefault(ref.call_index, []).append(ref.call_part)
+        freed += before - after
+        if freed >= need:
+            break
+    if freed < config.clear_at_least or not texts:
+        return []
+    for index in texts:
+        state.cleared.add(id(seen[index]))
+    made = _apply(ctx, estimator, texts, state, records)
+    if calls:
+        made += _clear_inputs(ctx, calls, state, estimator)
+    return made
+
+
+def _clear_inputs(
+    ctx: FitContext, calls: dict[int, list[int]], state: EditState, estimator: Estimator
+) -> list[EditRecord]:
+    """Clear the arguments of the calls whose results were cleared, where allowed."""
+    run = ctx.run
+    seg = ctx.seg
+    refs = {
+        (c.index, c.part): c
+        for c in tool_calls(run.effective[: ctx.end], run.format, seg.head_stop, seg.turn_starts)
+        if c.index in calls
+    }
+    changes: dict[int, object] = {}
+    made: list[EditRecord] = []
+    for index, parts in calls.items():
+        wanted = [refs[(index, p)] for p in parts if (index, p) in refs]
+        if not wanted:
+            continue
+        done = clear_call_inputs(run.effective[index], run.format, wanted)
+        if not done.cleared:
+            continue
+        changes[index] = done.message
+        record = EditRecord(
+            kind="clear_inputs",
+            messages=(index,),
+            tool_names=tuple(r.tool_name for r in wanted),
+            tokens_before=sum(estimator.text_tokens(r.arguments, "dense") for r in wanted),
+            tokens_after=len(done.cleared),
+        )
+        state.note(run.seen[index], record)
+        made.append(record)
+    run.substitute(changes, estimator)
+    ctx.refresh()
+    return made
