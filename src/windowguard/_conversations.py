@@ -63,9 +63,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
 
+from ._editing import SummaryQuery
 from .accounting.remote import RemoteCountError
 from .accounting.usage import NO_USAGE
 from .catalog import ModelInfo
+from .edits.summary import arun_summarizer
 from .exceptions import ConfigurationError
 from .failures import FailureKind, classify_failure
 from .manager import ContextWindowManager, Fit
@@ -163,8 +165,15 @@ class Conversation:
             query = next(steps)
             while True:
                 remote = manager.remote
-                answer: int | BaseException
-                if remote is None:
+                answer: object
+                if isinstance(query, SummaryQuery):
+                    try:
+                        answer = await arun_summarizer(
+                            query.config, list(query.turns), query.previous
+                        )
+                    except Exception as exc:  # the manager drops the turns instead
+                        answer = exc
+                elif remote is None:
                     answer = RemoteCountError("no remote counter")
                 else:
                     try:

@@ -25,6 +25,7 @@ removed).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
@@ -39,7 +40,17 @@ from .edits.text import clamp_text, placeholder_text
 from .estimate import Estimator
 from .exceptions import WindowGuardError
 
-__all__ = ["EditState", "Stages", "clamp_new", "clamp_to_fit", "clear_block", "newest_results"]
+__all__ = [
+    "EditState",
+    "Stages",
+    "SummaryQuery",
+    "SummaryState",
+    "clamp_new",
+    "clamp_to_fit",
+    "clear_block",
+    "newest_results",
+    "summary_key",
+]
 
 logger = logging.getLogger("windowguard")
 
@@ -74,6 +85,12 @@ class EditState:
     records: dict[int, tuple[object, EditRecord]] = field(default_factory=dict)
     cleared: set[int] = field(default_factory=set)
     """Caller's messages whose results were cleared (ids): never cleared again."""
+    summary: SummaryState | None = None
+    summaries: dict[str, str] = field(default_factory=dict)
+    """Summary texts by :func:`summary_key`, this run's and any given to the manager
+    (a resumed run's journal), so the same turns are never summarized twice."""
+    barren: bool = False
+    """The last summary freed no room: the next send drops instead of asking again."""
 
     def note(self, original: object, record: EditRecord) -> None:
         self.records[id(original)] = (original, record)
@@ -314,3 +331,52 @@ def _clear_inputs(
     run.substitute(changes, estimator)
     ctx.refresh()
     return made
+
+
+# --------------------------------------------------------------------------- summarize
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SummaryQuery:
+    """What a fit asks its driver for when it folds whole turns into the summary: the
+    summarizer's text for ``turns`` (the messages as they are sent) and the previous
+    summary. :meth:`ContextWindowManager.fit` answers it by calling a sync summarizer;
+    the async drivers await any summarizer. The answer is the text (or the exception the
+    summarizer raised: the turns are then dropped as without a summary)."""
+
+    config: Summarize
+    turns: tuple[object, ...]
+    previous: str | None
+    key: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SummaryState:
+    """The summary a run sends after its head.
+
+    Attributes:
+        text: the summarizer's text.
+        message: the message it stands in (a user message in the run's format).
+        resumes_at: the caller's message the kept turns begin at, at least (the first
+            message after the turns it folds); kept for its identity, so a rebuilt view
+            finds it again, or drops the summary when it is gone.
+        tokens: what the message counts (the edit stages' count).
+        folded: the caller's messages it stands for.
+    """
+
+    text: str
+    message: object
+    resumes_at: object
+    tokens: int
+    folded: int
+
+
+def summary_key(previous: str | None, rendered: str) -> str:
+    """The key a summary is remembered by: what it was made from (the previous summary
+    and the turns it folds, rendered), so a replayed or resumed run finds the same text
+    without calling the summarizer again."""
+    digest = hashlib.blake2b(digest_size=16)
+    digest.update((previous or "").encode("utf-8", "surrogatepass"))
+    digest.update(b"\x00")
+    digest.update(rendered.encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()

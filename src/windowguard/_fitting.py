@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 from ._transcript import Fixed, Transcript
@@ -39,7 +39,7 @@ from .shapes import Format, Shape
 from .shrink import fit_max_tokens
 from .turns import Problem, Segmentation
 
-__all__ = ["Composition", "Count", "Fit", "FitContext", "build_fit", "learn"]
+__all__ = ["Composition", "Count", "Fit", "FitContext", "Summarized", "build_fit", "learn"]
 
 logger = logging.getLogger("windowguard")
 
@@ -120,6 +120,26 @@ class Composition:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Summarized:
+    """A summary message as the fit counts it: a part of the base, after the head.
+
+    Attributes:
+        message: what is sent.
+        key: names its text (part of the base's key).
+        raw: the heuristic's estimate of it.
+        bound: its guaranteed bound.
+        local: its local exact count, when counted.
+    """
+
+    message: object
+    key: str
+    shape: Shape
+    raw: int
+    bound: int
+    local: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Count:
     """The best count of one candidate request.
 
@@ -152,11 +172,13 @@ class FitContext:
         "_counts",
         "_key",
         "budget",
+        "first_turn",
         "fixed",
         "local_fixed",
         "requested",
         "run",
         "seg",
+        "summary",
         "use_upper",
     )
 
@@ -178,6 +200,11 @@ class FitContext:
         self.use_upper = use_upper
         self.local_fixed: int | None = None
         self._key: Hashable | None = None
+        # A summary sent after the head, standing for the turns before ``first_turn``:
+        # its message and costs (raw, bound, local count once made). Every candidate
+        # request then keeps turns from ``first_turn`` on at least.
+        self.summary: Summarized | None = None
+        self.first_turn = 0
         # Counts made in this fit, by what they depend on.
         self._counts: dict[tuple[int, float, float, int, int | None], Count] = {}
 
@@ -199,9 +226,17 @@ class FitContext:
         return seg.turn_starts[-1] if seg.turn_starts else seg.length
 
     def kept_from(self, dropped: int) -> int:
-        """The first message kept after the head when ``dropped`` oldest turns go."""
+        """The first message kept after the head when ``dropped`` oldest turns go (at
+        least the turns a summary stands for)."""
         seg = self.seg
+        dropped = max(dropped, self.first_turn)
         return seg.turn_starts[dropped] if dropped else seg.head_stop
+
+    def summarize(self, summary: Summarized | None, first_turn: int) -> None:
+        """Send ``summary`` after the head, standing for the turns before ``first_turn``."""
+        self.summary = summary
+        self.first_turn = first_turn if summary is not None else 0
+        self.refresh()
 
     @property
     def key(self) -> Hashable:
@@ -216,6 +251,8 @@ class FitContext:
                 head = tuple(id(entries[i]) for i in range(head_stop))
                 self._key = (fixed_key, head)
                 run.base_key = (fixed_key, head_stop, self._key)
+            if self.summary is not None:  # a base of its own, never the plain head's
+                self._key = (self._key, self.summary.key)
         return self._key
 
     @property
@@ -293,6 +330,10 @@ class FitContext:
             self.local_fixed = local.fixed_tokens(self.fixed.tools) + self.fixed.system_raw
             if entries and entries[-1].shape.kind == "assistant":
                 self.local_fixed += local.final_assistant_tokens
+        summary = self.summary
+        if summary is not None and summary.local is None:
+            self.summary = replace(summary, local=local.message_tokens(summary.shape))
+            self._counts.clear()
         head = [i for i in range(head_stop) if entries[i].local is None]
         counted = list(head)
         if head:
@@ -356,7 +397,8 @@ class FitContext:
         is sent: edited copies where there are some)."""
         head_stop = self.seg.head_stop
         messages = self.run.effective
-        kept = [*messages[:head_stop], *messages[kept_from : self.end]]
+        summary = [self.summary.message] if self.summary is not None else []
+        kept = [*messages[:head_stop], *summary, *messages[kept_from : self.end]]
         return CountQuery(
             format=self.run.format,
             model=model,

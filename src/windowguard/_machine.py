@@ -25,6 +25,7 @@ from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ._editing import SummaryQuery
 from .accounting.remote import CountQuery, RemoteCounter
 from .accounting.usage import NO_USAGE
 from .events import (
@@ -51,6 +52,7 @@ __all__ = [
     "SYNTHESIS_PROMPT",
     "CountTokens",
     "LoopMachine",
+    "MakeSummary",
     "ModelAnswer",
     "RunResult",
     "RunTools",
@@ -98,6 +100,17 @@ class CountTokens:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class MakeSummary:
+    """Action: the manager folds whole turns into its summary before model call
+    ``step``: answer with the summarizer's text for ``query`` (a journal's, when it
+    holds this summary), or the exception the summarizer raised."""
+
+    kind: Literal["make_summary"] = "make_summary"
+    step: int
+    query: SummaryQuery
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Sleep:
     """Action: wait ``seconds`` before the next try."""
 
@@ -105,7 +118,7 @@ class Sleep:
     seconds: float
 
 
-Action = SendModel | RunTools | CountTokens | Sleep
+Action = SendModel | RunTools | CountTokens | MakeSummary | Sleep
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -457,9 +470,13 @@ class LoopMachine:
             )
             query = next(steps)
             while True:
-                counter = manager.remote
-                assert counter is not None  # the manager only asks when it has one
-                answer = yield CountTokens(counter=counter, query=query)
+                answer: object
+                if isinstance(query, SummaryQuery):
+                    answer = yield MakeSummary(step=run.step, query=query)
+                else:
+                    counter = manager.remote
+                    assert counter is not None  # the manager only asks when it has one
+                    answer = yield CountTokens(counter=counter, query=query)
                 query = steps.send(answer)
         except StopIteration as done:
             fit = done.value

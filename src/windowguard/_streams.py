@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any
 
-from ._machine import CountTokens, ModelAnswer, RunResult, RunTools, SendModel
+from ._machine import CountTokens, MakeSummary, ModelAnswer, RunResult, RunTools, SendModel
 from .events import Event
 from .exceptions import ConfigurationError, ProviderError
 from .providers.base import ModelResponse, StreamDelta
@@ -104,6 +104,8 @@ class RunStream:
                 answer = loop._run_tools(machine, self._run_id, action)
             elif isinstance(action, CountTokens):
                 answer = count_tokens(action)
+            elif isinstance(action, MakeSummary):
+                answer = loop._summary(self._run_id, action)
             else:
                 loop._sleep(action.seconds)
                 answer = None
@@ -180,6 +182,8 @@ class AsyncRunStream:
                 answer = await loop._run_tools(machine, self._run_id, action)
             elif isinstance(action, CountTokens):
                 answer = await acount_tokens(action)
+            elif isinstance(action, MakeSummary):
+                answer = await loop._asummary(self._run_id, action)
             else:
                 await loop._sleep(action.seconds)
                 answer = None

@@ -36,6 +36,7 @@ from typing import Any
 from ._machine import (
     CountTokens,
     LoopMachine,
+    MakeSummary,
     ModelAnswer,
     RunResult,
     RunTools,
@@ -49,6 +50,7 @@ from ._streams import AsyncRunStream, RunStream, acount_tokens, count_tokens
 from ._tool_runs import ToolRunner, check_resume
 from .accounting.remote import RemoteCounter
 from .edits import ClampToolResults
+from .edits.summary import arun_summarizer, run_summarizer
 from .events import Event
 from .exceptions import ConfigurationError, ProviderError
 from .journal import Journal, RunState, transcript_digest
@@ -212,6 +214,40 @@ class _LoopBase:
         found = self.journal.model_call(run_id, action.step)
         return None if found is None else ModelAnswer(response=found, replayed=True)
 
+    def _journalled_summary(self, run_id: str, action: MakeSummary) -> str | None:
+        if self.journal is None:
+            return None
+        return self.journal.summary(run_id, action.step, action.query.key)
+
+    def _record_summary(self, run_id: str, action: MakeSummary, text: object) -> None:
+        if self.journal is not None and isinstance(text, str):
+            self.journal.record_summary(run_id, action.step, action.query.key, text)
+
+    def _summary(self, run_id: str, action: MakeSummary) -> object:
+        """A summary from the journal, else from the summarizer (recorded)."""
+        known = self._journalled_summary(run_id, action)
+        if known is not None:
+            return known
+        query = action.query
+        try:
+            text: object = run_summarizer(query.config, list(query.turns), query.previous)
+        except Exception as exc:  # the manager drops the turns instead
+            return exc
+        self._record_summary(run_id, action, text)
+        return text
+
+    async def _asummary(self, run_id: str, action: MakeSummary) -> object:
+        known = self._journalled_summary(run_id, action)
+        if known is not None:
+            return known
+        query = action.query
+        try:
+            text: object = await arun_summarizer(query.config, list(query.turns), query.previous)
+        except Exception as exc:  # the manager drops the turns instead
+            return exc
+        self._record_summary(run_id, action, text)
+        return text
+
     def _record_response(self, run_id: str, step: int, response: ModelResponse) -> None:
         if self.journal is not None:
             self.journal.record_model_call(run_id, step, response)
@@ -340,6 +376,8 @@ class ToolLoop(_LoopBase):
                 answer = self._run_tools(machine, run_id, action)
             elif isinstance(action, CountTokens):
                 answer = count_tokens(action)
+            elif isinstance(action, MakeSummary):
+                answer = self._summary(run_id, action)
             elif isinstance(action, Sleep):
                 self._sleep(action.seconds)
                 answer = None
@@ -446,6 +484,8 @@ class AsyncToolLoop(_LoopBase):
                 answer = await self._run_tools(machine, run_id, action)
             elif isinstance(action, CountTokens):
                 answer = await acount_tokens(action)
+            elif isinstance(action, MakeSummary):
+                answer = await self._asummary(run_id, action)
             else:
                 await self._sleep(action.seconds)
                 answer = None

@@ -55,18 +55,31 @@ event, or raises :class:`~windowguard.InvalidTranscriptError` with ``strict=True
 
 from __future__ import annotations
 
+import asyncio
 import copy as _copy
 import logging
-from collections.abc import Callable, Generator, Sequence
+from bisect import bisect_left
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from ._damaged import plan_damaged
 from ._decide import Policy, candidate, choose, near_edge, refuse_or_keep
-from ._editing import EditState, Stages, clamp_new, clamp_to_fit, clear_block, newest_results
-from ._fitting import Composition, Count, Fit, FitContext, build_fit, learn
+from ._editing import (
+    EditState,
+    Stages,
+    SummaryQuery,
+    SummaryState,
+    clamp_new,
+    clamp_to_fit,
+    clear_block,
+    newest_results,
+    summary_key,
+)
+from ._fitting import Composition, Count, Fit, FitContext, Summarized, build_fit, learn
 from ._transcript import Fixed, RequestParts, Transcript, update_transcript
 from .accounting import CounterArg, choose_sources, infer_family
+from .accounting.bounds import message_costs
 from .accounting.ledger import Factors
 from .accounting.local import TEMPLATE_OF, TemplateAccounting
 from .accounting.remote import CountQuery, RemoteCounter, RemoteCountError
@@ -76,11 +89,12 @@ from .accounting.usage import (
     cached_tokens_from_usage,
     prompt_tokens_from_usage,
 )
-from .adapters import check_format, check_messages
+from .adapters import check_format, check_messages, shaper
 from .budget import Budget, compute_budget
 from .catalog import ModelInfo, OverridesArg, resolve_model_info
 from .edits.config import EditStage, check_edits
 from .edits.records import EditRecord
+from .edits.summary import arun_summarizer, render_turns, run_summarizer, summary_message
 from .estimate import Estimator
 from .events import (
     Event,
@@ -93,7 +107,7 @@ from .events import (
     UsageMismatch,
 )
 from .exceptions import ConfigurationError, InvalidTranscriptError
-from .prune import POLICIES, PruningPolicy
+from .prune import POLICIES, PruningPolicy, turns_to_drop
 from .shrink import DEFAULT_FLOOR, DEFAULT_SAFETY_BUFFER
 from .templates import TEXT_TEMPLATES
 from .turns import Problem, segment
@@ -115,6 +129,8 @@ MISMATCH_TOLERANCE = 0.02
 tokens) before a ``usage_mismatch`` event says so."""
 
 RemoteAnswer = int | BaseException
+Query = CountQuery | SummaryQuery
+"""What :meth:`ContextWindowManager.fit_steps` asks its driver for."""
 
 
 class ContextWindowManager:
@@ -515,7 +531,10 @@ class ContextWindowManager:
         try:
             query = next(steps)
             while True:
-                query = steps.send(self._count_now(query))
+                if isinstance(query, SummaryQuery):
+                    query = steps.send(_summarize_now(query))
+                else:
+                    query = steps.send(self._count_now(query))
         except StopIteration as done:
             result: Fit = done.value
             return result
@@ -539,10 +558,12 @@ class ContextWindowManager:
         system: object = None,
         format: str | None = None,
         safety: int | None = None,
-    ) -> Generator[CountQuery, RemoteAnswer, Fit]:
+    ) -> Generator[Query, Any, Fit]:
         """:meth:`fit` as a sans-I/O generator: it yields a :class:`CountQuery` when it
-        wants the remote counter's count, is sent the count (or the exception the count
-        raised), and returns the :class:`Fit`. Arguments and errors as for :meth:`fit`.
+        wants the remote counter's count (send it the count, or the exception the count
+        raised) and a :class:`~windowguard._editing.SummaryQuery` when it folds turns
+        into the summary (send it the summarizer's text, or its exception), and returns
+        the :class:`Fit`. Arguments and errors as for :meth:`fit`.
         """
         messages = _as_transcript(messages)
         explicit = check_format(format)
@@ -566,6 +587,8 @@ class ContextWindowManager:
             requested=max_tokens,
             use_upper=self.has_exact_source,
         )
+        if self._stages.summarize is not None:
+            self._resume_summary(ctx)
         if self._local_name is not None:
             self._count_locally(ctx)  # a caller's counter counts everything unmeasured
         if seg.problems:
@@ -580,6 +603,13 @@ class ContextWindowManager:
             edited = self._edit(ctx, dropped)
             if edited:
                 made += edited
+                dropped, calls = yield from self._decide(
+                    ctx, messages, system, events, False, calls
+                )
+        if self._stages.summarize is not None and dropped is not None:
+            folded = yield from self._fold(ctx, dropped)
+            if folded is not None:
+                made.append(folded)
                 dropped, calls = yield from self._decide(
                     ctx, messages, system, events, False, calls
                 )
@@ -636,7 +666,7 @@ class ContextWindowManager:
         events: list[Event],
         distrust: bool,
         calls: int,
-    ) -> Generator[CountQuery, RemoteAnswer, tuple[int | None, int]]:
+    ) -> Generator[Query, Any, tuple[int | None, int]]:
         """Choose what to drop; near the edge (or after a refusal), count exactly first
         and choose again. Returns the choice and the remote counts made so far."""
         dropped = choose(ctx, self._factors, self._policy)
@@ -728,6 +758,118 @@ class ContextWindowManager:
                 made += clamp_to_fit(ctx, stages.clamp, room, count, state, self.estimator)
         del dropped
         return made
+
+    def _resume_summary(self, ctx: FitContext) -> None:
+        """Send the run's summary again, after the head, if the turns it stands for are
+        still where they were (a transcript that changed under it loses it: the turns
+        after it are then counted and dropped as without one)."""
+        state = self._edit_state
+        summary = state.summary
+        if summary is None:
+            return
+        run, seg = ctx.run, ctx.seg
+        starts = seg.turn_starts
+        at = next((i for i, m in enumerate(run.seen) if m is summary.resumes_at), -1)
+        turn = bisect_left(starts, at) if at >= 0 else len(starts)
+        if turn >= len(starts) or starts[turn] != at:
+            logger.warning("the summarized turns changed; the summary is no longer sent")
+            state.summary = None
+            return
+        ctx.summarize(self._summarized(ctx, summary), turn)
+
+    def _summarized(self, ctx: FitContext, summary: SummaryState) -> Summarized:
+        shape = shaper(ctx.run.format)(summary.message)
+        raw, bound = message_costs(self.estimator)(shape)
+        key = summary_key(None, summary.text)
+        return Summarized(message=summary.message, key=key, shape=shape, raw=raw, bound=bound)
+
+    def _fold(self, ctx: FitContext, dropped: int) -> Generator[Query, Any, EditRecord | None]:
+        """Fold the whole turns this send would lose into the run's summary: the turns
+        after the previous summary up to the cut (never the newest ``keep_turns``), with
+        room kept for the summary itself. A summary that would not be smaller than what
+        it stands for is not used (and the next send drops without asking again)."""
+        config = self._stages.summarize
+        state = self._edit_state
+        assert config is not None
+        if state.barren:
+            state.barren = False  # one send without a summary, then try again
+            return None
+        starts = ctx.seg.turn_starts
+        last_foldable = len(starts) - config.keep_turns
+        budget = ctx.budget.input_tokens
+        previous = state.summary
+        reserve = (previous.tokens if previous is not None else 0) + min(1_024, budget // 10)
+        target = dropped
+        trigger = config.trigger
+        # Fold a block, down to the low-water mark, so the summarizer is not asked again
+        # on the next few sends.
+        threshold = min(budget - reserve, int(budget * self.low_water))
+        if trigger is not None:
+            threshold = min(
+                threshold, trigger if isinstance(trigger, int) else int(trigger * budget)
+            )
+        cost = ctx.cost_function(self._factors)
+        if cost(target) > threshold:
+            found = turns_to_drop(cost=cost, turns=len(starts), budget=threshold)
+            target = len(starts) - 1 if found is None else max(found, target)
+        new_first = min(target, last_foldable)
+        if new_first <= ctx.first_turn:
+            return None
+        run = ctx.run
+        fold_from = ctx.kept_from(ctx.first_turn)
+        fold_to = starts[new_first]
+        turns = tuple(run.effective[fold_from:fold_to])
+        previous_text = previous.text if previous is not None else None
+        key = summary_key(previous_text, render_turns(list(turns), run.format))
+        text = state.summaries.get(key)
+        if text is None:
+            answer = yield SummaryQuery(config=config, turns=turns, previous=previous_text, key=key)
+            if not isinstance(answer, str) or not answer.strip():
+                logger.warning("the summarizer failed (%s); dropping the turns instead", answer)
+                state.barren = True
+                return None
+            text = state.summaries[key] = answer
+        count = self._text_count()
+        tokens = count(text) + 8
+        folded = ctx.count(fold_from, self._factors).best - ctx.count(fold_to, self._factors).best
+        folded += previous.tokens if previous is not None else 0
+        if tokens >= folded:
+            logger.warning(
+                "a summary of %d tokens would stand for %d: dropping the turns instead",
+                tokens,
+                folded,
+            )
+            state.barren = True
+            return None
+        head_last = run.effective[ctx.seg.head_stop - 1] if ctx.seg.head_stop else None
+        message = summary_message(run.format, text, like=head_last)
+        state.summary = SummaryState(
+            text=text,
+            message=message,
+            resumes_at=run.seen[fold_to],
+            tokens=tokens,
+            folded=fold_to - ctx.seg.head_stop,
+        )
+        ctx.summarize(self._summarized(ctx, state.summary), new_first)
+        return EditRecord(
+            kind="summarize",
+            messages=tuple(range(fold_from, fold_to)),
+            tokens_before=folded,
+            tokens_after=tokens,
+        )
+
+    @property
+    def summaries(self) -> dict[str, str]:
+        """The summaries this run made, by the key of what they were made from (a
+        journal keeps them, so a resumed run uses the same text)."""
+        return dict(self._edit_state.summaries)
+
+    def remember_summaries(self, summaries: Mapping[str, str]) -> None:
+        """Give the run summaries made before (a resumed or replayed run's journal):
+        the same turns are then folded into the same text, without the summarizer."""
+        for key, text in summaries.items():
+            if isinstance(key, str) and isinstance(text, str) and text.strip():
+                self._edit_state.summaries[key] = text
 
     @property
     def _policy(self) -> Policy:
@@ -914,6 +1056,7 @@ class ContextWindowManager:
     ) -> Fit:
         run, seg = ctx.run, ctx.seg
         previous_cut = run.anchor
+        dropped = max(dropped, ctx.first_turn)
         kept_from = ctx.kept_from(dropped)
         run.anchor = kept_from if dropped else None
         count = ctx.count(kept_from, self._factors)
@@ -921,6 +1064,8 @@ class ContextWindowManager:
         if dropped:
             cut_from, cut_to = seg.head_stop, kept_from
             kept = sent[:cut_from]
+            if ctx.summary is not None:
+                kept.append(ctx.summary.message)
             kept.extend(sent[cut_to:])
             new_cut = cut_to != previous_cut
             if new_cut:
@@ -929,6 +1074,8 @@ class ContextWindowManager:
                 # when the cut moves (a kept cut only gains turns already validated).
                 entries = run.ledger.entries
                 shapes = [e.shape for e in entries[:cut_from]] + [e.shape for e in entries[cut_to:]]
+                if ctx.summary is not None:
+                    shapes.insert(cut_from, ctx.summary.shape)
                 guard = segment(shapes)
                 if guard.problems:
                     run.anchor = None
@@ -947,6 +1094,9 @@ class ContextWindowManager:
             )
             if new_cut:
                 newly_from = cut_from if previous_cut is None else min(previous_cut, cut_to)
+                folded = [r for r in made if r.kind == "summarize"]
+                if folded:  # what a summary stands for is not lost
+                    newly_from = max(newly_from, folded[-1].messages[-1] + 1)
                 if newly_from < cut_to:
                     dropped_now = ctx.count(newly_from, self._factors).tokens - count.tokens
                     made.append(
@@ -1078,6 +1228,27 @@ class ContextWindowManager:
         )
         events.append(TranscriptDeferred(reason="damaged input: not pruned", problems=described))
         return self._result(list(ctx.run.effective), ctx, count, 0, 0, problems, events, 0)
+
+
+def _summarize_now(query: SummaryQuery) -> str | BaseException:
+    """A summary made synchronously: a sync summarizer is called; an async one is run to
+    completion when no event loop is running here (else it needs the async drivers)."""
+    try:
+        try:
+            return run_summarizer(query.config, list(query.turns), query.previous)
+        except ConfigurationError:
+            if not query.config.is_async:
+                raise
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(arun_summarizer(query.config, list(query.turns), query.previous))
+        raise ConfigurationError(
+            "an async summarizer cannot run inside a running event loop from fit(): use "
+            "AsyncToolLoop, an async integration, or fit_steps()"
+        )
+    except Exception as exc:  # a failing summarizer must not break a send: drop instead
+        return exc
 
 
 def _as_transcript(messages: object) -> Sequence[object]:

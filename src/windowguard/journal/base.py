@@ -57,6 +57,9 @@ __all__ = ["Journal"]
 logger = logging.getLogger("windowguard")
 
 _POLL_SECONDS = 0.1
+_SUMMARY_POSITION = -1
+"""Summaries are kept as a row of their model call at this position (a tool result's is
+>= 0), so no backend needs a table of its own."""
 _T = TypeVar("_T")
 
 
@@ -245,6 +248,35 @@ class Journal(abc.ABC):
         """
         text = json.dumps(result_to_dict(result), ensure_ascii=False)
         self._write_row("tool_results", run_id, step, position, text, self._holder(run_id))
+
+    def summary(self, run_id: str, step: int, key: str) -> str | None:
+        """The summary journalled before model call ``step`` for what ``key`` names, if
+        any (a replayed or resumed run uses it instead of calling the summarizer)."""
+        text = self._read_row("tool_results", run_id, step, _SUMMARY_POSITION)
+        if text is None:
+            return None
+        try:
+            found = json.loads(text)
+        except ValueError as exc:
+            raise JournalError(
+                f"the summary before model call {step} of run {run_id!r} is not JSON"
+            ) from exc
+        if (
+            isinstance(found, dict)
+            and found.get("key") == key
+            and isinstance(found.get("text"), str)
+        ):
+            return str(found["text"])
+        return None
+
+    def record_summary(self, run_id: str, step: int, key: str, text: str) -> None:
+        """Journal a summary made before model call ``step``.
+
+        Raises:
+            RunLockedError: another runner holds the run (this runner's lease was lost).
+        """
+        row = json.dumps({"key": key, "text": text}, ensure_ascii=False)
+        self._write_row("tool_results", run_id, step, _SUMMARY_POSITION, row, self._holder(run_id))
 
     def finish_run(self, run_id: str, termination: str, state: RunState | None = None) -> None:
         """Record how a run ended (and its state when suspended); ends this runner's lease.

@@ -277,7 +277,8 @@ class PostgresJournal(Journal):
     def _count_rows(self, run_id: str) -> tuple[int, int]:
         row = self._fetch(
             "SELECT (SELECT count(*) FROM windowguard_model_calls WHERE run_id = %(run_id)s), "
-            "(SELECT count(*) FROM windowguard_tool_results WHERE run_id = %(run_id)s)",
+            "(SELECT count(*) FROM windowguard_tool_results WHERE run_id = %(run_id)s "
+            "AND position >= 0)",
             {"run_id": run_id},
         )
         return int(row[0]), int(row[1])

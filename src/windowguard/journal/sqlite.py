@@ -293,7 +293,9 @@ class SqliteJournal(Journal):
 
     def _count_rows(self, run_id: str) -> tuple[int, int]:
         calls = self._one("SELECT COUNT(*) FROM model_calls WHERE run_id = ?", (run_id,))
-        results = self._one("SELECT COUNT(*) FROM tool_results WHERE run_id = ?", (run_id,))
+        results = self._one(
+            "SELECT COUNT(*) FROM tool_results WHERE run_id = ? AND position >= 0", (run_id,)
+        )
         return int(calls[0]), int(results[0])
 
     def _claim(
