@@ -154,11 +154,27 @@ def _check(emu: Emulator, tally: Tally, events: Sequence[Event], reference: list
 # -- wg.guard over the async client: asyncio tasks -----------------------------------------
 
 
-async def _async_send(client: Any, messages: list[dict[str, Any]], tally: Tally) -> int | None:
+async def _async_send(
+    client: Any,
+    messages: list[dict[str, Any]],
+    tally: Tally,
+    *,
+    stream: bool = False,
+    delay: float = 0,
+) -> int | None:
     try:
-        reply = await client.chat.completions.create(
-            model=MODEL, messages=messages, max_tokens=MAX_TOKENS
-        )
+        if stream:
+            chunks = await client.chat.completions.create(
+                model=MODEL, messages=messages, max_tokens=MAX_TOKENS, stream=True
+            )
+            await asyncio.sleep(delay)  # streams are read in another order than fitted
+            usage = [chunk.usage async for chunk in chunks if chunk.usage is not None]
+            reply_usage = usage[-1]
+        else:
+            reply = await client.chat.completions.create(
+                model=MODEL, messages=messages, max_tokens=MAX_TOKENS
+            )
+            reply_usage = reply.usage
     except wg.ContextTruncatedError:
         tally.refused.append(messages)
         return None
@@ -166,19 +182,26 @@ async def _async_send(client: Any, messages: list[dict[str, Any]], tally: Tally)
         tally.overflows += 1
         return None
     tally.ok += 1
-    tokens = reply.usage.prompt_tokens
+    tokens = reply_usage.prompt_tokens
     assert isinstance(tokens, int)
     return tokens
 
 
-async def _async_rounds(emu: Emulator, events: list[Event]) -> tuple[Tally, list[int]]:
+async def _async_rounds(
+    emu: Emulator, events: list[Event], *, stream: bool
+) -> tuple[Tally, list[int]]:
     tally = Tally()
     history = _history()
     async with openai.AsyncOpenAI(base_url=emu.base_url, api_key="k", max_retries=0) as raw:
         client = wg.guard(raw, sinks=[events.append])
         for r in range(ROUNDS):
             branches = [_branch(history, f"{r}-{i}") for i in range(BRANCHES)]
-            await asyncio.gather(*(_async_send(client, b, tally) for b in branches))
+            await asyncio.gather(
+                *(
+                    _async_send(client, b, tally, stream=stream, delay=0.01 * (BRANCHES - i))
+                    for i, b in enumerate(branches)
+                )
+            )
             _turn(history, r)
         for k in range(3):  # one at a time now
             tokens = await _async_send(client, _branch(history, f"after-{k}"), tally)
@@ -195,10 +218,11 @@ async def _async_rounds(emu: Emulator, events: list[Event]) -> tuple[Tally, list
     return tally, reference
 
 
-def test_concurrent_branches_through_one_async_guarded_client_keep_exact_counts() -> None:
+@pytest.mark.parametrize("stream", [False, True], ids=["create", "stream"])
+def test_concurrent_branches_through_one_async_guarded_client(stream: bool) -> None:
     events: list[Event] = []
     with Emulator(flavor="vllm", context_window=WINDOW, scenario=_answer) as emu:
-        tally, reference = asyncio.run(_async_rounds(emu, events))
+        tally, reference = asyncio.run(_async_rounds(emu, events, stream=stream))
         _check(emu, tally, events, reference)
 
 
@@ -472,14 +496,14 @@ def test_random_interleavings_of_branch_fits_keep_counts_true(data: st.DataObjec
                 task.result()  # a wrong refusal would raise here
             _turn(history, r)
 
-    asyncio.run(schedule())
-    assert counter.most_pending <= 1  # fits never interleave: one count in flight at most
+    asyncio.run(schedule())  # a wrong refusal raises out of a task here
     for fit, messages in fits:
         truth = _exact(fit.messages)
         assert fit.estimated_tokens >= truth  # an upper bound, never an under-count
         if fit.exact:
             assert fit.estimated_tokens == truth
         assert fit.estimated_tokens <= 2 * _exact(messages)  # never absurd (265k for 10k)
+    assert counter.most_pending <= 1  # fits never interleave: one count in flight at most
 
 
 # -- what a usage report is attributed to ------------------------------------------------------
