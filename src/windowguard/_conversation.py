@@ -47,6 +47,7 @@ Invariants:
 from __future__ import annotations
 
 import itertools
+import operator
 import threading
 import time
 from collections.abc import Generator, Sequence
@@ -294,14 +295,18 @@ class Conversation:
             result), else 0.
         """
         previous, length = self._previous
-        if previous is messages or length == 0:
-            return 0  # the caller's own list again (appended to): an extension
-        limit = min(length, len(previous), len(messages))
-        index = 0
-        while index < limit and messages[index] is previous[index]:
-            index += 1
-        if index == length or index < 2 or index >= len(messages):
-            return 0  # an extension, a different conversation, or an older state
+        if previous is messages or length == 0 or len(previous) < length:
+            return 0  # the caller's own list again (appended to), or nothing to compare
+        if len(messages) >= length and messages[length - 1] is previous[length - 1]:
+            return 0  # an extension, by its last message (the manager checks it whole)
+        # Not an extension: the manager rebuilds its view, O(n) anyway.
+        limit = min(length, len(messages))
+        index = next(
+            (i for i, same in enumerate(map(operator.is_, messages[:limit], previous)) if not same),
+            limit,
+        )
+        if index < 2 or index >= len(messages):
+            return 0  # a different conversation, or an older state of this one
         return index if _starts_turn(messages[index]) else 0
 
     def fit(self, messages: Sequence[object], **options: Any) -> Fit:
