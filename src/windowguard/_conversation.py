@@ -285,9 +285,9 @@ class Conversation:
         manager's view, and what was measured together with the previous branch's own
         messages is forgotten (a measured total cannot be split without a count of its
         parts), so the shared history would be estimated again on every switch. Fitting
-        the shared history first (a fit whose request is not sent) measures it alone,
-        once, near the edge; the branch is then an extension of it, and only the
-        branch's own messages are new.
+        the shared history first (a fit whose request is not sent) lets the manager
+        count it without the other branch's messages, near the edge; the branch is then
+        an extension of it, whose count adds only the branch's own messages.
 
         Returns:
             The length of the shared prefix, when ``messages`` branches off the previous
