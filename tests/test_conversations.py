@@ -67,35 +67,77 @@ def test_store_forgets_idle_conversations(monkeypatch: pytest.MonkeyPatch) -> No
     assert store.get("a") is not first
 
 
+def _grown(messages: list[dict[str, object]], n: int) -> list[dict[str, object]]:
+    """The transcript with one more exchange appended (a new list, same old objects)."""
+    return [
+        *messages,
+        {"role": "assistant", "content": f"ok {n}"},
+        {"role": "user", "content": f"more {n}"},
+    ]
+
+
+def _usage_measured(fit: wg.Fit) -> list[int]:
+    return [e.total_tokens for e in fit.events if isinstance(e, wg.UsageMeasured)]
+
+
 def test_usage_is_handed_on_once_and_a_failed_send_is_followed_by_no_usage() -> None:
     conversation = ConversationStore(_manager).get("k")
-    assert conversation.begin() is None  # first send: a new run
-    conversation.record({"prompt_tokens": 40})
-    assert conversation.begin() == {"prompt_tokens": 40}
-    assert conversation.begin() is wg.NO_USAGE  # nothing recorded since
-    conversation.record(None)
-    assert conversation.begin() is wg.NO_USAGE
+    messages = _chat("task")
+    first = conversation.prepare(messages, max_tokens=100)
+    assert conversation.record({"prompt_tokens": 40}, send=first.send)
+    messages = _grown(messages, 1)
+    second = conversation.prepare(messages, max_tokens=100)
+    assert _usage_measured(second.fit) == [40]
+    messages = _grown(messages, 2)
+    third = conversation.prepare(messages, max_tokens=100)  # nothing recorded since
+    assert _usage_measured(third.fit) == []
+    conversation.record(None, send=third.send)  # no usage came back
+    assert _usage_measured(conversation.fit(_grown(messages, 3), max_tokens=100)) == []
 
 
 def test_fit_passes_the_recorded_usage_to_the_manager() -> None:
     conversation = ConversationStore(_manager).get("k")
     messages = _chat("task")
     conversation.fit(messages, max_tokens=100)
-    conversation.record({"prompt_tokens": 30})
-    messages += [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "more"}]
-    fit = conversation.fit(messages, max_tokens=100)
-    measured = [e for e in fit.events if isinstance(e, wg.UsageMeasured)]
-    assert [e.total_tokens for e in measured] == [30]
+    conversation.record({"prompt_tokens": 30})  # send=None: the latest send
+    fit = conversation.fit(_grown(messages, 1), max_tokens=100)
+    assert _usage_measured(fit) == [30]
+
+
+def test_a_report_for_any_send_but_the_latest_fit_is_dropped() -> None:
+    conversation = ConversationStore(_manager).get("k")
+    history = _chat("task")
+    branch_a = [*history, {"role": "user", "content": "branch a"}]
+    branch_b = [*history, {"role": "user", "content": "branch b"}]
+    a = conversation.prepare(branch_a, max_tokens=100)
+    b = conversation.prepare(branch_b, max_tokens=100)
+    # A's usage arrives after B was fitted: the manager's last fit is B's request.
+    assert not conversation.record({"prompt_tokens": 3_000}, send=a.send)
+    assert conversation.is_latest(b.send) and not conversation.is_latest(a.send)
+    assert _usage_measured(conversation.fit(branch_b, max_tokens=100)) == []
+
+
+def test_a_kept_report_is_handed_to_the_next_fit_once() -> None:
+    conversation = ConversationStore(_manager).get("k")
+    history = _chat("task")
+    a = conversation.prepare([*history, {"role": "user", "content": "a"}], max_tokens=100)
+    assert conversation.record({"prompt_tokens": 25}, send=a.send)  # A is the latest fit
+    b = conversation.prepare([*history, {"role": "user", "content": "b"}], max_tokens=100)
+    assert _usage_measured(b.fit) == [25]  # handed to B's fit: it measures A's request
+    c = conversation.prepare([*history, {"role": "user", "content": "c"}], max_tokens=100)
+    assert _usage_measured(c.fit) == []  # handed on once only
 
 
 def test_a_refused_fit_leaves_a_started_conversation_without_stale_usage() -> None:
     conversation = ConversationStore(_manager).get("k")
-    conversation.fit(_chat("task"), max_tokens=100)
+    messages = _chat("task")
+    conversation.fit(messages, max_tokens=100)
     conversation.record({"prompt_tokens": 30})
     huge = _chat("task", {"role": "user", "content": "x " * 40_000})
     with pytest.raises(wg.ContextTruncatedError):
         conversation.fit(huge, max_tokens=100)
-    assert conversation.begin() is wg.NO_USAGE
+    assert conversation.started and conversation.latest_send is None
+    assert _usage_measured(conversation.fit(_grown(messages, 1), max_tokens=100)) == []
 
 
 @pytest.mark.parametrize("bad", [0, -1, True, "3"])
@@ -127,8 +169,10 @@ def test_a_refused_afit_of_a_new_conversation_starts_it_over() -> None:
     huge = _chat("task", {"role": "user", "content": "x " * 40_000})
     with pytest.raises(wg.ContextTruncatedError):
         asyncio.run(conversation.afit(huge, max_tokens=100))
-    assert not conversation.started
-    assert conversation.begin() is None
+    assert not conversation.started  # its next fit starts the run (last_usage=None)
+    assert conversation.latest_send is None
+    asyncio.run(conversation.afit(_chat("task"), max_tokens=100))
+    assert conversation.started
 
 
 class _Refused(Exception):
@@ -181,33 +225,37 @@ def test_an_at_least_prompt_count_is_never_taken_as_exact() -> None:
 
 def test_a_refusal_of_an_older_send_teaches_only_the_window() -> None:
     conversation = _sent_once()
+    older = conversation.latest_send
+    assert older is not None
+    conversation.fit(_chat("task"), max_tokens=100)
     conversation.record({"prompt_tokens": 30})
-    conversation.failed(_Refused(_EXACT), latest=False)
+    conversation.failed(_Refused(_EXACT), send=older)
     assert conversation.manager.context_window == 8_192
     assert _measured(conversation) == [30]  # the latest send's usage, not the refusal's
 
 
 def test_any_other_failure_only_clears_the_usage() -> None:
     conversation = _sent_once()
+    conversation.record({"prompt_tokens": 30})
     conversation.failed(ConnectionError("reset by peer"))
     assert conversation.manager.context_window == 16_384
-    assert conversation.begin() is wg.NO_USAGE
+    assert _measured(conversation) == []
 
 
 def test_only_the_latest_send_is_latest_and_numbers_never_repeat() -> None:
     store = ConversationStore(_manager, max_conversations=1)
     conversation = store.get("k")
     assert conversation.latest_send is None
-    first = conversation.sent()
+    first = conversation.prepare(_chat("task"), max_tokens=100).send
     assert conversation.is_latest(first)
-    second = conversation.sent()
+    second = conversation.prepare(_chat("task"), max_tokens=100).send
     assert conversation.latest_send == second
     assert not conversation.is_latest(first) and conversation.is_latest(second)
     store.get("other")  # "k" is forgotten ...
     again = store.get("k")  # ... and made anew: an old send's number never matches it
     assert again is not conversation
     assert not again.is_latest(second)
-    assert again.sent() not in (first, second)
+    assert again.prepare(_chat("task"), max_tokens=100).send not in (first, second)
 
 
 # -- ManagerOptions -----------------------------------------------------------------------

@@ -25,21 +25,9 @@ Invariants:
   per model name keeps them in a :class:`ConversationStores`, at most ``max_keys``
   entries, least recently used evicted first. Model names can come from a client (the
   proxy), so a client cycling names cannot grow memory without bound.
-- :meth:`Conversation.begin` hands out the usage of the previous send exactly once:
-  a send that got no usage back (an error, a stream cut short) is followed by
-  ``NO_USAGE``, never by a stale report that would mis-measure the ledger.
-- Each conversation has a lock, so two threads sharing one conversation fit and
-  record one after the other. :meth:`Conversation.afit` holds it only to take the
-  previous usage (a thread lock cannot be held across an ``await``); its remote counts
-  are awaited, never blocking the event loop.
-- A fit that raises sends nothing: the next fit says ``NO_USAGE``, or, when the
-  conversation never sent, starts the run over (``last_usage=None``).
-- Usage is fed back only to the send it answers: a caller whose reports can arrive
-  late (a stream read after the next send, a logger callback) numbers each send with
-  :meth:`Conversation.sent` and records only while :meth:`Conversation.is_latest`.
-- A provider's overflow refusal (:meth:`Conversation.failed`) gives the manager the
-  window it stated, and its prompt count only when exact (never an "at least" count)
-  and only for the conversation's latest send.
+- A :class:`~windowguard._conversation.Conversation` (one conversation's manager, its
+  fits taken in turn, and the attribution of each usage report to the send it
+  answers) is described in :mod:`windowguard._conversation`.
 - :class:`ManagerOptions` are valid once made: a bad option raises
   :class:`~windowguard.ConfigurationError` naming the option, the value and the caller,
   before any conversation exists. ``manager=`` excludes ``model_info``, ``safety``,
@@ -54,7 +42,6 @@ Invariants:
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import threading
 import time
@@ -63,14 +50,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
 
-from ._editing import SummaryQuery
-from .accounting.remote import RemoteCountError
-from .accounting.usage import NO_USAGE
+from ._conversation import Conversation as Conversation
+from ._conversation import Fitted as Fitted
 from .catalog import ModelInfo
-from .edits.summary import arun_summarizer
 from .exceptions import ConfigurationError
-from .failures import FailureKind, classify_failure
-from .manager import ContextWindowManager, Fit
+from .manager import ContextWindowManager
 from .prune import POLICIES, PruningPolicy
 from .shrink import DEFAULT_SAFETY_BUFFER
 
@@ -80,149 +64,6 @@ DEFAULT_MAX_MODELS: Final = 256
 
 _K = TypeVar("_K")
 _V = TypeVar("_V")
-
-_NOT_SENT: Final = object()
-_SEND_NUMBERS: Final = itertools.count(1)
-
-
-class Conversation:
-    """One conversation's manager and the usage of its previous send.
-
-    Use :meth:`fit` (or :meth:`afit`) before a send, then :meth:`record` with the
-    provider's usage (None when it reported none), or :meth:`failed` when it raised.
-    """
-
-    __slots__ = ("_latest", "_previous", "key", "lock", "manager", "touched")
-
-    def __init__(self, key: str, manager: ContextWindowManager) -> None:
-        self.key = key
-        self.manager = manager
-        self.lock = threading.RLock()
-        self.touched = time.monotonic()
-        self._previous: object = _NOT_SENT
-        self._latest: int | None = None
-
-    @property
-    def started(self) -> bool:
-        """True once a request of this conversation was fitted."""
-        return self._previous is not _NOT_SENT
-
-    @property
-    def latest_send(self) -> int | None:
-        """The number :meth:`sent` gave this conversation's latest send (None: none)."""
-        return self._latest
-
-    def sent(self) -> int:
-        """Number a send just fitted, now the conversation's latest. Numbers are unique
-        in the process, so a late report that names an older send, or a forgotten
-        conversation's, never matches the latest (:meth:`is_latest`)."""
-        with self.lock:
-            self._latest = next(_SEND_NUMBERS)
-            return self._latest
-
-    def is_latest(self, send: int) -> bool:
-        """Whether ``send`` (from :meth:`sent`) is still the latest: its usage may be
-        recorded."""
-        with self.lock:
-            return self._latest == send
-
-    def begin(self) -> object:
-        """The ``last_usage`` for the next fit: None on the first send, then the usage
-        recorded for the previous send (``NO_USAGE`` when none was recorded)."""
-        previous = self._previous
-        self._previous = NO_USAGE
-        return None if previous is _NOT_SENT else previous
-
-    def fit(self, messages: Sequence[object], **options: Any) -> Fit:
-        """Fit one request of this conversation (``last_usage`` is filled in).
-
-        Args:
-            messages: the full transcript, as the caller sends it.
-            **options: any other :meth:`ContextWindowManager.fit` argument.
-        """
-        with self.lock:
-            self.touched = time.monotonic()
-            last_usage = self.begin()
-            try:
-                return self.manager.fit(messages, last_usage=last_usage, **options)
-            except BaseException:
-                self._unsent(last_usage)
-                raise
-
-    async def afit(self, messages: Sequence[object], **options: Any) -> Fit:
-        """:meth:`fit` with the remote counts awaited, never blocking the event loop.
-
-        Args:
-            messages: the full transcript, as the caller sends it.
-            **options: any other :meth:`ContextWindowManager.fit_steps` argument.
-        """
-        manager = self.manager
-        with self.lock:
-            self.touched = time.monotonic()
-            last_usage = self.begin()
-        steps = manager.fit_steps(messages, last_usage=last_usage, **options)
-        try:
-            query = next(steps)
-            while True:
-                remote = manager.remote
-                answer: object
-                if isinstance(query, SummaryQuery):
-                    try:
-                        answer = await arun_summarizer(
-                            query.config, list(query.turns), query.previous
-                        )
-                    except Exception as exc:  # the manager drops the turns instead
-                        answer = exc
-                elif remote is None:
-                    answer = RemoteCountError("no remote counter")
-                else:
-                    try:
-                        answer = int(await remote.acount(query))
-                    except Exception as exc:  # a counter must never break a send
-                        answer = exc
-                query = steps.send(answer)
-        except StopIteration as done:
-            fit: Fit = done.value
-            return fit
-        except BaseException:
-            with self.lock:
-                self._unsent(last_usage)
-            raise
-
-    def _unsent(self, last_usage: object) -> None:
-        # Nothing was sent. The manager has taken in ``last_usage`` already, so the next
-        # fit says "no new usage"; a conversation that never sent starts over.
-        self._previous = _NOT_SENT if last_usage is None else NO_USAGE
-
-    def record(self, usage: object) -> None:
-        """The provider's usage for the request just fitted (None: none came back)."""
-        with self.lock:
-            self._previous = NO_USAGE if usage is None else usage
-
-    def failed(self, error: BaseException, *, latest: bool = True) -> None:
-        """A send of this conversation raised: no usage came back, and a provider's
-        overflow refusal teaches the manager what it stated.
-
-        Args:
-            error: what the send raised.
-            latest: whether that send is still the conversation's latest fitted one.
-                When not, its usage slot and prompt count belong to an older request:
-                only the window the provider stated is learnt.
-        """
-        with self.lock:
-            if latest:
-                self._previous = NO_USAGE
-            try:
-                failure = classify_failure(error)
-            except Exception:  # not something a provider said
-                return
-            if failure.kind is not FailureKind.CONTEXT_OVERFLOW:
-                return
-            # observe_overflow takes an exact count only: "at least N" would mis-measure.
-            exact = latest and not failure.prompt_tokens_is_lower_bound
-            self.manager.observe_overflow(
-                failure.prompt_tokens if exact else None, failure.context_window
-            )
 
 
 class ConversationStore:

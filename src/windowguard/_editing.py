@@ -25,6 +25,7 @@ removed).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 from bisect import bisect_right
@@ -36,9 +37,10 @@ from .edits.config import ClampToolResults, ClearToolResults, EditStage, Summari
 from .edits.parts import ResultRef, tool_calls, tool_results
 from .edits.records import EditRecord
 from .edits.rewrite import clear_call_inputs, replace_result_text
+from .edits.summary import arun_summarizer, run_summarizer
 from .edits.text import clamp_text, placeholder_text
 from .estimate import Estimator
-from .exceptions import WindowGuardError
+from .exceptions import ConfigurationError, WindowGuardError
 
 __all__ = [
     "EditState",
@@ -49,6 +51,7 @@ __all__ = [
     "clamp_to_fit",
     "clear_block",
     "newest_results",
+    "summarize_now",
     "summary_key",
 ]
 
@@ -380,3 +383,24 @@ def summary_key(previous: str | None, rendered: str) -> str:
     digest.update(b"\x00")
     digest.update(rendered.encode("utf-8", "surrogatepass"))
     return digest.hexdigest()
+
+
+def summarize_now(query: SummaryQuery) -> str | BaseException:
+    """A summary made synchronously: a sync summarizer is called; an async one is run to
+    completion when no event loop is running here (else it needs the async drivers)."""
+    try:
+        try:
+            return run_summarizer(query.config, list(query.turns), query.previous)
+        except ConfigurationError:
+            if not query.config.is_async:
+                raise
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(arun_summarizer(query.config, list(query.turns), query.previous))
+        raise ConfigurationError(
+            "an async summarizer cannot run inside a running event loop from fit(): use "
+            "AsyncToolLoop, an async integration, or fit_steps()"
+        )
+    except Exception as exc:  # a failing summarizer must not break a send: drop instead
+        return exc

@@ -55,7 +55,6 @@ event, or raises :class:`~windowguard.InvalidTranscriptError` with ``strict=True
 
 from __future__ import annotations
 
-import asyncio
 import copy as _copy
 import logging
 from bisect import bisect_left
@@ -74,6 +73,7 @@ from ._editing import (
     clamp_to_fit,
     clear_block,
     newest_results,
+    summarize_now,
     summary_key,
 )
 from ._fitting import Composition, Count, Fit, FitContext, Summarized, build_fit, learn
@@ -94,7 +94,7 @@ from .budget import Budget, compute_budget
 from .catalog import ModelInfo, OverridesArg, resolve_model_info
 from .edits.config import EditStage, check_edits
 from .edits.records import EditRecord
-from .edits.summary import arun_summarizer, render_turns, run_summarizer, summary_message
+from .edits.summary import render_turns, summary_message
 from .estimate import Estimator
 from .events import (
     Event,
@@ -532,7 +532,7 @@ class ContextWindowManager:
             query = next(steps)
             while True:
                 if isinstance(query, SummaryQuery):
-                    query = steps.send(_summarize_now(query))
+                    query = steps.send(summarize_now(query))
                 else:
                     query = steps.send(self._count_now(query))
         except StopIteration as done:
@@ -1228,27 +1228,6 @@ class ContextWindowManager:
         )
         events.append(TranscriptDeferred(reason="damaged input: not pruned", problems=described))
         return self._result(list(ctx.run.effective), ctx, count, 0, 0, problems, events, 0)
-
-
-def _summarize_now(query: SummaryQuery) -> str | BaseException:
-    """A summary made synchronously: a sync summarizer is called; an async one is run to
-    completion when no event loop is running here (else it needs the async drivers)."""
-    try:
-        try:
-            return run_summarizer(query.config, list(query.turns), query.previous)
-        except ConfigurationError:
-            if not query.config.is_async:
-                raise
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(arun_summarizer(query.config, list(query.turns), query.previous))
-        raise ConfigurationError(
-            "an async summarizer cannot run inside a running event loop from fit(): use "
-            "AsyncToolLoop, an async integration, or fit_steps()"
-        )
-    except Exception as exc:  # a failing summarizer must not break a send: drop instead
-        return exc
 
 
 def _as_transcript(messages: object) -> Sequence[object]:

@@ -287,18 +287,21 @@ class Guard:
     def fit(self, request: Request, conversation: Conversation) -> Send:
         """Fit a request in its conversation (a remote count, if any, is made here).
 
+        Fits of one conversation run one at a time (see
+        :meth:`~windowguard._conversations.Conversation.prepare`).
+
         Raises:
             ContextTruncatedError: it cannot fit; nothing may be sent.
         """
-        with conversation.lock:
-            fit = conversation.fit(request.messages, **request.fit_options())
-            number = conversation.sent()
-        return self._fitted(request, conversation, fit, number)
+        fitted = conversation.prepare(request.messages, **request.fit_options())
+        return self._fitted(request, conversation, fitted.fit, fitted.send)
 
     async def afit(self, request: Request, conversation: Conversation) -> Send:
-        """:meth:`fit` whose remote count is awaited, never blocking the event loop."""
-        fit = await conversation.afit(request.messages, **request.fit_options())
-        return self._fitted(request, conversation, fit, conversation.sent())
+        """:meth:`fit` whose remote count is awaited, never blocking the event loop; a
+        concurrent fit of the same conversation (another task's, another loop's or
+        thread's) waits for this one, and this one for it."""
+        fitted = await conversation.aprepare(request.messages, **request.fit_options())
+        return self._fitted(request, conversation, fitted.fit, fitted.send)
 
     def _fitted(self, request: Request, conversation: Conversation, fit: Fit, number: int) -> Send:
         for event in fit.events:
@@ -319,30 +322,35 @@ class Guard:
         the overflow: a smaller window it stated, an exact count it gave). The refit
         uses the reactive safety margin (:data:`~windowguard.retry.REACTIVE_SAFETY_TOKENS`);
         ``send.fit`` and ``send.kwargs`` become the refit's, and the usage that comes back
-        is still fed to the same send.
-
-        Raises:
-            ContextTruncatedError: the request cannot fit even so; nothing may be sent.
-        """
-        request, conversation = send.request, send.conversation
-        with conversation.lock:
-            fit = conversation.fit(
-                request.messages, safety=REACTIVE_SAFETY_TOKENS, **request.fit_options()
-            )
-        self._adopt(send, fit)
-
-    async def arefit(self, send: Send) -> None:
-        """:meth:`refit` on the event loop: a remote count is awaited, and no thread
-        lock is held across it (the loop takes the same conversation's lock).
+        is still fed to the same send (the refit keeps its number).
 
         Raises:
             ContextTruncatedError: the request cannot fit even so; nothing may be sent.
         """
         request = send.request
-        fit = await send.conversation.afit(
-            request.messages, safety=REACTIVE_SAFETY_TOKENS, **request.fit_options()
+        fitted = send.conversation.prepare(
+            request.messages,
+            send=send.number,
+            safety=REACTIVE_SAFETY_TOKENS,
+            **request.fit_options(),
         )
-        self._adopt(send, fit)
+        self._adopt(send, fitted.fit)
+
+    async def arefit(self, send: Send) -> None:
+        """:meth:`refit` on the event loop: the conversation's turn and a remote count
+        are awaited.
+
+        Raises:
+            ContextTruncatedError: the request cannot fit even so; nothing may be sent.
+        """
+        request = send.request
+        fitted = await send.conversation.aprepare(
+            request.messages,
+            send=send.number,
+            safety=REACTIVE_SAFETY_TOKENS,
+            **request.fit_options(),
+        )
+        self._adopt(send, fitted.fit)
 
     def _adopt(self, send: Send, fit: Fit) -> None:
         """A refit becomes ``send``'s: its events go out, its arguments are sent."""
@@ -386,30 +394,34 @@ class Send:
         self.fit = fit
         self.kwargs = kwargs
 
+    @property
+    def number(self) -> int:
+        """This send's number in its conversation (its usage is recorded against it)."""
+        return self._number
+
     def received(self, response: object) -> None:
         """A whole response came back: feed its usage (None when it has none)."""
         self.usage(getattr(response, "usage", None))
 
     def usage(self, usage: object) -> None:
-        """Feed a reported usage back to the conversation, and measure the pressure."""
+        """Feed a reported usage back to the conversation, and measure the pressure.
+
+        The report is kept only while this send is the conversation's latest fit (see
+        :meth:`~windowguard._conversations.Conversation.record`): a concurrent branch's
+        or a late stream's usage never measures another request.
+        """
+        try:
+            reported = prompt_tokens_from_usage(usage)
+        except ConfigurationError:
+            reported = None
         conversation = self.conversation
-        with conversation.lock:
-            if not conversation.is_latest(self._number):
-                return  # a later send was fitted since: this report would mis-measure it
-            try:
-                reported = prompt_tokens_from_usage(usage)
-            except ConfigurationError:
-                reported = None
-            conversation.record(None if reported is None else usage)
-            window = conversation.manager.context_window
-        if reported is not None:
-            self._guard.emit(ContextGauge(window).measure(reported))
+        kept = conversation.record(None if reported is None else usage, send=self._number)
+        if kept and reported is not None:
+            self._guard.emit(ContextGauge(conversation.manager.context_window).measure(reported))
 
     def failed(self, error: BaseException) -> None:
         """The send raised: learn from an overflow refusal; no usage came back."""
-        conversation = self.conversation
-        with conversation.lock:
-            conversation.failed(error, latest=conversation.is_latest(self._number))
+        self.conversation.failed(error, send=self._number)
 
 
 def _endpoint(client: Any, model: str) -> tuple[str, str, str | None]:

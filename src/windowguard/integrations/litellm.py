@@ -25,8 +25,10 @@ Invariants:
   the newest turn are always kept, an assistant's tool calls travel with their results,
   and a request that cannot fit raises :class:`~windowguard.ContextTruncatedError`
   before LiteLLM is called.
-- Usage is fed back only to the request it answers: each fitted send gets a number
-  unique in the process (:meth:`~windowguard._conversations.Conversation.sent`), and a
+- Fits of one conversation run one at a time (:func:`acompletion` and the logger
+  await their turn, never blocking the event loop), and usage is fed back only to the
+  request it answers: each fitted send gets a number unique in the process
+  (:meth:`~windowguard._conversations.Conversation.prepare`), and a
   report (from the response, the stream's last chunk or a logger callback, which
   LiteLLM may run after the next send began) is recorded only while its send is still
   the conversation's latest. A send that failed or reported no
@@ -62,6 +64,7 @@ from .._conversations import (
     Conversation,
     ConversationStore,
     ConversationStores,
+    Fitted,
     ManagerOptions,
     head_key,
 )
@@ -182,6 +185,32 @@ class LiteLLMGuard:
             ContextTruncatedError: even the head and the newest turn cannot fit.
             ConfigurationError: no model name, or messages that are not a list.
         """
+        conversation, messages, options = self._read(request, model_info)
+        fitted = conversation.prepare(messages, **options)
+        return self._apply(request, conversation, fitted, include_usage)
+
+    async def afit_request(
+        self,
+        request: MutableMapping[str, Any],
+        *,
+        model_info: ModelInfo | None = None,
+        include_usage: bool = True,
+    ) -> _Send:
+        """:meth:`fit_request` on an event loop: a concurrent fit of the same
+        conversation is awaited, never waited for with the loop blocked.
+
+        Raises:
+            ContextTruncatedError: even the head and the newest turn cannot fit.
+            ConfigurationError: no model name, or messages that are not a list.
+        """
+        conversation, messages, options = self._read(request, model_info)
+        fitted = await conversation.aprepare(messages, **options)
+        return self._apply(request, conversation, fitted, include_usage)
+
+    def _read(
+        self, request: Mapping[str, Any], model_info: ModelInfo | None
+    ) -> tuple[Conversation, list[object], dict[str, Any]]:
+        """The request's conversation, transcript and fit options (checked)."""
         _check_model_info(model_info)
         model = request.get("model")
         if not isinstance(model, str) or not model:
@@ -191,28 +220,30 @@ class LiteLLMGuard:
             raise ConfigurationError(
                 f"messages must be a list of chat messages, got {type(messages).__name__}"
             )
-        budget_key = (
-            "max_completion_tokens"
-            if request.get("max_completion_tokens") is not None
-            else "max_tokens"
-        )
-        conversation = self._conversation(model, model_info, messages)
-        with conversation.lock:
-            fit = conversation.fit(
-                list(messages),
-                tools=_tools(request) or None,
-                max_tokens=request.get(budget_key),
-                format="openai_chat",
-            )
-            number = conversation.sent()
+        options = {
+            "tools": _tools(request) or None,
+            "max_tokens": request.get(_budget_key(request)),
+            "format": "openai_chat",
+        }
+        return self._conversation(model, model_info, messages), list(messages), options
+
+    def _apply(
+        self,
+        request: MutableMapping[str, Any],
+        conversation: Conversation,
+        fitted: Fitted,
+        include_usage: bool,
+    ) -> _Send:
+        """Write a fit into the request; the send to record its usage against."""
+        fit = fitted.fit
         for event in fit.events:
             emit(event, self.sinks)
         request["messages"] = fit.messages
-        request[budget_key] = fit.max_tokens
+        request[_budget_key(request)] = fit.max_tokens
         if include_usage and request.get("stream"):
             request["stream_options"] = asking_for_usage(request.get("stream_options"))
         self.last_fit = fit
-        return _Send(conversation, number)
+        return _Send(conversation, fitted.send)
 
     def record(self, send: _Send, usage: object) -> bool:
         """Feed a send's reported usage back (None: none came), if it is still its
@@ -221,18 +252,12 @@ class LiteLLMGuard:
         Returns:
             Whether the report was taken.
         """
-        conversation = send.conversation
-        with conversation.lock:
-            if not conversation.is_latest(send.number):
-                return False  # a later send was fitted already: this report is stale
-            conversation.record(_prompt_tokens(usage))
-            return True
+        # Dropped when a later send was fitted already: the report would mis-measure it.
+        return send.conversation.record(_prompt_tokens(usage), send=send.number)
 
     def failed(self, send: _Send, error: BaseException) -> None:
         """A send failed: no usage came back; an overflow teaches the manager."""
-        conversation = send.conversation
-        with conversation.lock:
-            conversation.failed(error, latest=conversation.is_latest(send.number))
+        send.conversation.failed(error, send=send.number)
 
     def send_of(self, tag: object) -> _Send | None:
         """The send a ``SEND_TAG`` value names, while its conversation is remembered."""
@@ -278,7 +303,7 @@ class LiteLLMGuard:
                 was not called.
         """
         request, info = _request(args, kwargs)
-        send = self.fit_request(request, model_info=info)
+        send = await self.afit_request(request, model_info=info)
         try:
             response = await litellm.acompletion(**request)
         except Exception as exc:
@@ -371,7 +396,7 @@ class WindowGuardLogger(CustomLogger):
         """
         if call_type not in _CHAT_CALL_TYPES or not isinstance(data.get("messages"), list):
             return data
-        send = self.guard.fit_request(data, include_usage=False)
+        send = await self.guard.afit_request(data, include_usage=False)
         metadata = data.get("metadata")
         tags: dict[str, object] = {SEND_TAG: send.tag}
         if data.get("stream") and not _asks_usage(data.get("stream_options")):
@@ -509,6 +534,15 @@ def _request(
     else:
         info = None
     return request, info
+
+
+def _budget_key(request: Mapping[str, Any]) -> str:
+    """Where the request's reply budget lives (``max_completion_tokens`` when given)."""
+    return (
+        "max_completion_tokens"
+        if request.get("max_completion_tokens") is not None
+        else "max_tokens"
+    )
 
 
 def _tools(request: Mapping[str, Any]) -> list[object]:

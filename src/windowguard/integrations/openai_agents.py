@@ -35,7 +35,9 @@ Invariants:
   the fitted input, and a call whose input cannot leave that much room raises
   ``ContextTruncatedError`` rather than being sent to be refused.
 - Usage is fed back only to the send it answers, and only while that send is the
-  conversation's latest: the filter numbers each fit (``Conversation.sent()``) and notes
+  conversation's latest: fits of one conversation run one at a time (concurrent runs
+  with the same head wait for each other's fit, never for a model call); the filter
+  numbers each fit (``Conversation.aprepare``) and notes
   the number against the last item object it returns; ``on_llm_start`` is given those
   same objects and takes the number only when its last item is that one (a run whose
   call was overtaken by another run's fit of the same head feeds nothing back), and
@@ -82,6 +84,7 @@ from .._conversations import (
     Conversation,
     ConversationStore,
     ConversationStores,
+    Fitted,
     ManagerOptions,
     head_key,
 )
@@ -89,7 +92,7 @@ from ..accounting.usage import prompt_tokens_from_usage
 from ..catalog import ModelInfo
 from ..exceptions import ConfigurationError, ContextTruncatedError, InvalidTranscriptError
 from ..gauge import ContextGauge
-from ..manager import ContextWindowManager, Fit
+from ..manager import ContextWindowManager
 from ..prune import PruningPolicy
 from ..sinks import Sink, as_sinks, emit
 
@@ -187,10 +190,14 @@ class ContextWindowFilter:
             _check_max_tokens(requested, "the agent's ModelSettings.max_tokens")
         lead = self._instructions_item(conversation, instructions)
         request: list[object] = [lead, *items] if lead is not None else list(items)
-        fit = await self._fit(conversation, request, _tool_schemas(agent), requested)
+        fitted = await self._fit(conversation, request, _tool_schemas(agent), requested)
+        fit = fitted.fit
         kept = [item for item in fit.messages if item is not lead]
         with conversation.lock:
-            self._sends[conversation.manager] = (kept[-1] if kept else None, conversation.sent())
+            # Another loop or thread may have fitted this conversation since: only the
+            # latest fit's send may be noted (its usage is the only one recorded).
+            if conversation.is_latest(fitted.send):
+                self._sends[conversation.manager] = (kept[-1] if kept else None, fitted.send)
         for event in fit.events:
             self.emit(event)
         if requested is not None and fit.max_tokens < requested:
@@ -214,9 +221,12 @@ class ContextWindowFilter:
         request: list[object],
         tools: list[dict[str, Any]] | None,
         requested: int | None,
-    ) -> Fit:
-        """The conversation's fit, with any remote count awaited (never blocking)."""
-        return await conversation.afit(request, tools=tools, max_tokens=requested, format=_FORMAT)
+    ) -> Fitted:
+        """The conversation's fit, with its turn and any remote count awaited (never
+        blocking the loop)."""
+        return await conversation.aprepare(
+            request, tools=tools, max_tokens=requested, format=_FORMAT
+        )
 
     # -- conversations --------------------------------------------------------------------
 
@@ -331,12 +341,10 @@ class ContextWindowHooks(RunHooks[Any]):
             return
         conversation, send = pending
         input_tokens = _input_tokens(response)
-        with conversation.lock:
-            if not conversation.is_latest(send):
-                return  # a later call of this conversation was fitted since
-            conversation.record(None if input_tokens is None else {"input_tokens": input_tokens})
+        usage = None if input_tokens is None else {"input_tokens": input_tokens}
+        # Dropped when a later call of this conversation was fitted since.
+        if conversation.record(usage, send=send) and input_tokens is not None:
             window = conversation.manager.context_window
-        if input_tokens is not None:
             self._guard.emit(ContextGauge(window).measure(input_tokens))
 
 

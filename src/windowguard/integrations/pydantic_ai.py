@@ -26,10 +26,12 @@ Invariants:
 - The system prompt parts and the first user prompt (the head) and the newest turn are
   always kept; a request that cannot fit raises
   :class:`~windowguard.ContextTruncatedError` before any HTTP request.
-- Usage is fed back only for the request this conversation fitted last: the
-  capability records the response of each attempt (or nothing, when the attempt failed);
-  the processor takes the usage of the ``ModelResponse`` that directly follows the last
-  message it fitted, and ``NO_USAGE`` otherwise.
+- Fits of one conversation run one at a time (awaited, never blocking the event loop),
+  and usage is fed back only for the request it answers, while that request is the
+  one this conversation fitted last: the capability records the response of each
+  attempt against the attempt's own send (or nothing, when the attempt failed); the
+  processor takes the usage of the ``ModelResponse`` that directly follows the last
+  message of the conversation's latest send, and ``NO_USAGE`` otherwise.
 - Per-conversation state lives in a :class:`~windowguard._conversations.ConversationStore`
   per model name, keyed by the head, the model name and pydantic-ai's
   ``conversation_id``. The model names are bounded too (a
@@ -62,6 +64,7 @@ from .._conversations import (
     Conversation,
     ConversationStore,
     ConversationStores,
+    Fitted,
     ManagerOptions,
     head_key,
 )
@@ -279,7 +282,7 @@ class _Fitter:
         key = head_key(dicts, model=model_name, extra=[conversation_id])
         return self._stores.get(model_name).get(key)
 
-    def fit(
+    async def fit(
         self,
         conversation: Conversation,
         messages: Sequence[ModelMessage],
@@ -288,11 +291,14 @@ class _Fitter:
         *,
         tools: list[dict[str, Any]] | None,
         max_tokens: int | None,
-    ) -> tuple[list[ModelMessage], Fit]:
-        fit = conversation.fit(dicts, tools=tools, max_tokens=max_tokens, format="openai_chat")
-        for event in fit.events:
+    ) -> tuple[list[ModelMessage], Fitted]:
+        """Fit in the conversation's turn (awaited, never blocking the loop)."""
+        fitted = await conversation.aprepare(
+            dicts, tools=tools, max_tokens=max_tokens, format="openai_chat"
+        )
+        for event in fitted.fit.events:
             emit(event, self.sinks)
-        return _kept(messages, owners, fit, dicts), fit
+        return _kept(messages, owners, fitted.fit, dicts), fitted
 
 
 def _model_name(model: object) -> str:
@@ -365,7 +371,8 @@ class WindowGuard(AbstractCapability[Any]):
             ttl_seconds=ttl_seconds,
         )
         self._fitter = _Fitter(options, as_sinks(sinks))
-        self._conversation: Conversation | None = None
+        # The conversation and number of this run's send in flight.
+        self._sent: tuple[Conversation, int] | None = None
         self.last_fit: Fit | None = None
         """The most recent fit this instance made (per run: see :meth:`for_run`)."""
 
@@ -378,7 +385,7 @@ class WindowGuard(AbstractCapability[Any]):
         each other's usage."""
         run = object.__new__(type(self))
         run.__dict__.update(self.__dict__)
-        run._conversation = None
+        run._sent = None
         run.last_fit = None
         return run
 
@@ -399,7 +406,7 @@ class WindowGuard(AbstractCapability[Any]):
         model_name = _model_name(request_context.model)
         conversation = self._fitter.conversation(model_name, dicts, ctx.conversation_id)
         settings = request_context.model_settings
-        kept, fit = self._fitter.fit(
+        kept, fitted = await self._fitter.fit(
             conversation,
             messages,
             dicts,
@@ -407,7 +414,8 @@ class WindowGuard(AbstractCapability[Any]):
             tools=_tool_dicts(tool_defs) or None,
             max_tokens=_max_tokens(cast("Mapping[str, Any] | None", settings)),
         )
-        self._conversation = conversation
+        fit = fitted.fit
+        self._sent = (conversation, fitted.send)
         self.last_fit = fit
         request_context.messages = kept
         new_settings = dict(settings or {})
@@ -423,9 +431,10 @@ class WindowGuard(AbstractCapability[Any]):
         response: _messages.ModelResponse,
     ) -> _messages.ModelResponse:
         """Feed the response's reported prompt tokens back to the conversation."""
-        conversation, self._conversation = self._conversation, None
-        if conversation is not None:
-            conversation.record(_usage(response))
+        sent, self._sent = self._sent, None
+        if sent is not None:
+            conversation, send = sent
+            conversation.record(_usage(response), send=send)  # dropped if no longer latest
         return response
 
     async def on_model_request_error(
@@ -436,9 +445,10 @@ class WindowGuard(AbstractCapability[Any]):
         error: Exception,
     ) -> _messages.ModelResponse:
         """Record that no usage came back; learn from an overflow refusal; re-raise."""
-        conversation, self._conversation = self._conversation, None
-        if conversation is not None:
-            conversation.failed(error)
+        sent, self._sent = self._sent, None
+        if sent is not None:
+            conversation, send = sent
+            conversation.failed(error, send=send)
         raise error
 
 
@@ -494,7 +504,8 @@ def history_processor(
     fitter = _Fitter(options, as_sinks(sinks))
     if model is not None and not isinstance(model, str):
         raise ConfigurationError(f"model must be a model name string, got {model!r}")
-    last_sent: OrderedDict[str, ModelMessage] = OrderedDict()
+    # Per conversation: the last message of its latest send, and that send's number.
+    last_sent: OrderedDict[str, tuple[ModelMessage, int]] = OrderedDict()
 
     async def process(ctx: RunContext[Any], messages: list[ModelMessage]) -> list[ModelMessage]:
         instructions = next(
@@ -509,18 +520,22 @@ def history_processor(
         model_name = model or _model_name(ctx.model)
         conversation = fitter.conversation(model_name, dicts, ctx.conversation_id)
         with conversation.lock:
-            if conversation.started:
-                conversation.record(_usage_after(messages, last_sent.get(conversation.key)))
-            kept, _ = fitter.fit(
-                conversation,
-                messages,
-                dicts,
-                owners,
-                tools=None,
-                max_tokens=_max_tokens(cast("Mapping[str, Any] | None", ctx.model_settings)),
-            )
-            if kept:
-                last_sent[conversation.key] = kept[-1]
+            previous = last_sent.get(conversation.key)
+        if previous is not None:
+            # The usage of the reply to the latest send, if it is in this history; kept
+            # only while that send is still the conversation's latest fit.
+            conversation.record(_usage_after(messages, previous[0]), send=previous[1])
+        kept, fitted = await fitter.fit(
+            conversation,
+            messages,
+            dicts,
+            owners,
+            tools=None,
+            max_tokens=_max_tokens(cast("Mapping[str, Any] | None", ctx.model_settings)),
+        )
+        with conversation.lock:
+            if kept and conversation.is_latest(fitted.send):
+                last_sent[conversation.key] = (kept[-1], fitted.send)
                 last_sent.move_to_end(conversation.key)
                 while len(last_sent) > fitter.options.max_conversations:
                     last_sent.popitem(last=False)

@@ -27,10 +27,11 @@ Invariants:
   the model is called: no HTTP request is made.
 - Each conversation (keyed by its head and model, see :mod:`windowguard._conversations`)
   has its own manager; the ``usage_metadata.input_tokens`` of each reply is fed back as
-  the next fit's ``last_usage``, and only to the send it answers: each fit is numbered
-  (``Conversation.sent()``) and its usage recorded only while it is the conversation's
-  latest (``Conversation.is_latest``), so two runs with the same head at once (no
-  checkpointer to tell them apart) never feed each other's counts. A streamed reply
+  the next fit's ``last_usage``, and only to the send it answers: fits of one
+  conversation run one at a time, each is numbered (``Conversation.prepare``), and its
+  usage is recorded only while it is the conversation's latest fit
+  (``Conversation.record``), so two runs with the same head at once (no checkpointer to
+  tell them apart) never feed each other's counts. A streamed reply
   carries usage only when the chat model asks for it: a ``ChatOpenAI`` left with
   ``stream_usage`` unset is asked to (a copy of it, for the fitted call only); a reply
   without usage makes the next fit say ``NO_USAGE`` and rest on its counters.

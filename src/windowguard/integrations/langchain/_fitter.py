@@ -6,8 +6,9 @@ Invariants:
 - Messages are mapped for counting only; :meth:`Fitter.prepare` returns a subsequence
   of the caller's own message objects, in order (an index map takes the fitted dicts
   back to the messages they came from).
-- Each fit is numbered (``Conversation.sent()``) in the same locked step, and a
-  reply's usage is recorded only while its send is still the conversation's latest.
+- Fits of one conversation run one at a time (``Conversation.prepare``), each numbered
+  as it is fitted, and a reply's usage is recorded only for its own send, while that
+  send is still the conversation's latest fit.
 - The served models (name, base URL) are bounded: a
   :class:`~windowguard._conversations.ConversationStores` keeps 256 (as ``wg.guard``),
   least recently used forgotten first (its conversations' next sends start new runs),
@@ -174,13 +175,14 @@ class Fitter:
         store = self._store(chat_model)
         conversation = store.get(_conversation_key(dicts, chat_model, thread))
         schemas = _tool_schemas(tools) or None
-        with conversation.lock:  # the usage, the fit and its number, as one step
-            if usage_before is not None:
-                self.received(conversation, *usage_before)
-            fit = conversation.fit(
-                dicts, tools=schemas, max_tokens=max_tokens, format="openai_chat"
-            )
-            send = conversation.sent()
+        if usage_before is not None:
+            # Kept only while that send is still the manager's last fit; this fit then
+            # takes it (no other fit can come between unnoticed: see Conversation.record).
+            self.received(conversation, *usage_before)
+        fitted = conversation.prepare(
+            dicts, tools=schemas, max_tokens=max_tokens, format="openai_chat"
+        )
+        fit, send = fitted.fit, fitted.send
         for event in fit.events:
             emit(event, self.sinks)
         kept_ids = {id(d) for d in fit.messages}
@@ -190,11 +192,7 @@ class Fitter:
     def received(self, conversation: Conversation, send: int, tokens: int | None) -> None:
         """Feed a send's prompt tokens (None: none came back) to its conversation, if
         that send is still the latest; a later send has taken its usage slot."""
-        with conversation.lock:
-            if not conversation.is_latest(send):
-                return
-            conversation.record(tokens)
-        if tokens is not None:
+        if conversation.record(tokens, send=send) and tokens is not None:
             gauge = ContextGauge(conversation.manager.context_window)
             for event in gauge.observe(tokens):
                 emit(event, self.sinks)

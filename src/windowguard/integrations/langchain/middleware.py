@@ -130,7 +130,7 @@ class ContextWindowMiddleware(AgentMiddleware[AgentState[Any], Any]):
         try:
             response = handler(fitted)
         except BaseException as exc:
-            conversation.failed(exc, latest=conversation.is_latest(send))
+            conversation.failed(exc, send=send)
             raise
         self._fitter.received(conversation, send, input_tokens(response))
         return response
@@ -150,7 +150,7 @@ class ContextWindowMiddleware(AgentMiddleware[AgentState[Any], Any]):
         try:
             response = await handler(fitted)
         except BaseException as exc:
-            conversation.failed(exc, latest=conversation.is_latest(send))
+            conversation.failed(exc, send=send)
             raise
         self._fitter.received(conversation, send, input_tokens(response))
         return response
