@@ -538,5 +538,13 @@ def test_a_branch_reads_its_shared_history_exactly_after_a_switch() -> None:
         return fits
 
     fits = asyncio.run(alternate())[1:]  # the first is the cold fit's upper bound
-    assert all(fit.exact for fit in fits)
-    assert [fit.estimated_tokens for fit in fits] == [_exact(fit.messages) for fit in fits]
+    # Each branch's request is counted exactly, or (far enough from the edge that the
+    # edge rule needs no count) bounded above by an upper count with its best estimate
+    # within a few percent: never an estimate of the whole history again.
+    for fit in fits:
+        exact = _exact(fit.messages)
+        if fit.exact:
+            assert fit.estimated_tokens == exact
+        else:
+            assert fit.upper_tokens >= exact
+            assert abs(fit.estimated_tokens - exact) <= 0.05 * exact

@@ -39,13 +39,15 @@ class Policy:
     hold_turns: int
 
 
-def choose(ctx: FitContext, factors: Factors, policy: Policy) -> int | None:
+def choose(ctx: FitContext, factors: Factors, policy: Policy, *, best: bool = False) -> int | None:
     """How many oldest whole turns to drop, or None when head + newest turn cannot fit
-    (by the decision count: upper with an exact source, best without)."""
-    if ctx.count(ctx.kept_from(0), factors).tokens <= ctx.budget.input_tokens:
+    (by the decision count: upper with an exact source, best without; ``best``: by the
+    best estimate whatever the sources, to pick what is worth counting exactly)."""
+    first = ctx.count(ctx.kept_from(0), factors)
+    if (first.best if best else first.tokens) <= ctx.budget.input_tokens:
         return 0  # everything fits: no policy has anything to decide (the count is kept)
     return choose_drop(
-        cost=ctx.cost_function(factors),
+        cost=ctx.cost_function(factors, upper=False if best else None),
         turn_starts=ctx.seg.turn_starts,
         budget=ctx.budget.input_tokens,
         policy=policy.pruning,
@@ -53,6 +55,7 @@ def choose(ctx: FitContext, factors: Factors, policy: Policy) -> int | None:
         anchor=ctx.run.anchor,
         turn_tokens=ctx.typical_turn(factors) if policy.hold_turns else 0,
         hold_turns=policy.hold_turns,
+        low_cost=ctx.cost_function(factors, upper=False),
     )
 
 
@@ -92,12 +95,22 @@ def near_edge(
     return count.upper + reply + budget.safety > budget.context_window
 
 
-def candidate(ctx: FitContext, dropped: int | None, factors: Factors) -> int | None:
+def candidate(
+    ctx: FitContext,
+    dropped: int | None,
+    factors: Factors,
+    guess: int | None = None,
+    counted: int | None = None,
+) -> int | None:
     """Where the request to count remotely keeps turns from, or None (all exact).
 
     The least-pruned request the policy could keep (the previous cut, else every turn),
     unless its best estimate is past twice the budget: then the fewest drops that bring
-    the estimate there, so a huge transcript is never sent to be counted.
+    the estimate there, so a huge transcript is never sent to be counted. Once that one
+    is exact: ``guess`` (what the best estimates would keep: the request between the two
+    that is most likely to fit), when it keeps more than ``dropped`` and is not exact;
+    else the decision's own request. ``counted``: the request this send counted already
+    (a later count is never wider than it).
     """
     anchor = ctx.run.anchor
     starts = ctx.seg.turn_starts
@@ -117,11 +130,17 @@ def candidate(ctx: FitContext, dropped: int | None, factors: Factors) -> int | N
         )
         least = len(starts) - 1 if found is None else least + found
     kept_from = ctx.kept_from(max(least, 0))
-    if ctx.count(kept_from, factors).exact:
-        if dropped is None or ctx.count(ctx.kept_from(dropped), factors).exact:
-            return None
-        return ctx.kept_from(dropped)
-    return kept_from
+    if counted is not None:
+        kept_from = max(kept_from, counted)
+    if not ctx.count(kept_from, factors).exact and kept_from != counted:
+        return kept_from
+    if guess is not None and (dropped is None or guess < dropped):
+        guessed = ctx.kept_from(guess)
+        if not ctx.count(guessed, factors).exact:
+            return guessed
+    if dropped is None or ctx.count(ctx.kept_from(dropped), factors).exact:
+        return None
+    return ctx.kept_from(dropped)
 
 
 def refuse_or_keep(

@@ -675,12 +675,15 @@ class ContextWindowManager:
         if self._count_locally(ctx):
             dropped = choose(ctx, self._factors, self._policy)
         first = calls
+        counted: int | None = None
         while calls < self.max_remote_counts and self.remote is not None:
             if not (distrust and calls == first) and not self._near_edge(ctx, dropped):
                 break
-            kept_from = candidate(ctx, dropped, self._factors)
+            guess = choose(ctx, self._factors, self._policy, best=True)
+            kept_from = candidate(ctx, dropped, self._factors, guess, counted)
             if kept_from is None:
                 break
+            counted = kept_from if counted is None else min(counted, kept_from)
             answer = yield ctx.query(kept_from, system, self.model or "")
             calls += 1
             if not self._counted(ctx, kept_from, answer, events, "confirm"):

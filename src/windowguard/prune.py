@@ -101,6 +101,7 @@ def choose_drop(
     anchor: int | None = None,
     turn_tokens: int = 0,
     hold_turns: int = 0,
+    low_cost: Cost | None = None,
 ) -> int | None:
     """How many oldest turns to drop under ``policy``.
 
@@ -119,6 +120,11 @@ def choose_drop(
             nothing, so it drops just enough. Nor does it keep less than the mark minus
             that room: a large turn straddling the mark is kept when the cut before it
             still frees the room (0: always drop to the mark, whatever it costs).
+        low_cost: the count the low-water search uses below the minimal cut (default
+            ``cost``). Whether a request fits is decided on ``cost`` (the manager's
+            guaranteed upper count); how far below that to drop for the cache is a
+            policy, and may follow the best estimate (never dropping less than minimal,
+            so the request still fits by ``cost``).
 
     Returns:
         The number of oldest turns to drop, or None when head + newest turn cannot fit.
@@ -143,15 +149,16 @@ def choose_drop(
     hold = hold_turns * turn_tokens
     if hold_turns and budget - mark < hold:
         return minimal
-    lower = turns_to_drop(cost=cost, turns=turns, budget=mark)
+    low = cost if low_cost is None else low_cost
+    lower = turns_to_drop(cost=low, turns=turns, budget=mark)
     if lower is None or lower <= minimal:
         return minimal
-    if hold_turns and cost(lower) < mark - hold:
+    if hold_turns and low(lower) < mark - hold:
         # A large turn straddles the mark: dropping it would throw away far more than
         # the mark asks. Keep it when the cut before it still frees room for the turns
         # the mark is for; else drop just enough.
         before = lower - 1
-        if before > minimal and cost(before) <= budget - hold:
+        if before > minimal and low(before) <= budget - hold:
             return before
         return minimal
     return lower

@@ -466,8 +466,9 @@ class Ledger:
         self.span_inexact.append(self.span_inexact[-1] + (not span.exact))
         self._span_dirty = min(self._span_dirty, j)
 
-    def _truncate_spans(self, keep: int) -> None:
-        """Forget every span from index ``keep`` on."""
+    def _truncate_spans(self, keep: int, *, forget: bool = True) -> None:
+        """Forget every span from index ``keep`` on (``forget=False``: take them off the
+        list only, to push them again)."""
         spans = self.spans
         if keep >= len(spans):
             return
@@ -476,15 +477,25 @@ class Ledger:
         del self.span_total[keep + 1 :], self.span_n[keep + 1 :], self.span_inexact[keep + 1 :]
         del self.span_raw[keep + 1 :], self.span_bnd[keep + 1 :], self.span_loc[keep + 1 :]
         self._span_dirty = min(self._span_dirty, keep)
-        for span in dropped:
-            self._forget_base_of(span)
+        if forget:
+            for span in dropped:
+                self._forget_base_of(span)
 
     def _remove_span(self, j: int) -> None:
         """Forget span ``j`` (anywhere in the list): the rest are pushed again."""
         rest = self.spans[j + 1 :]
-        self._truncate_spans(j)
+        self._forget_base_of(self.spans[j])
+        self._truncate_spans(j, forget=False)
         for span in rest:
             self._push(span)
+
+    def _insert_span(self, j: int, span: Span) -> None:
+        """Put ``span`` at index ``j`` of the list (before the spans after it)."""
+        rest = self.spans[j:]
+        self._truncate_spans(j, forget=False)
+        self._push(span)
+        for later in rest:
+            self._push(later)
 
     def _forget_base_of(self, span: Span) -> None:
         if span.base_key is not None:
@@ -716,6 +727,17 @@ class Ledger:
         j0 = bisect_left(self.span_starts, kept_from)
         jg = bisect_left(self.span_starts, gap)
         known = (base[0] if base_exact else 0) + (self.span_total[jg] - self.span_total[j0])
+        # One unmeasured stretch followed by whole spans to the end (a wider request
+        # counted after a narrower one): those spans are known too, and only the stretch
+        # is new. Anything else is measured again from the gap on, as one span.
+        stop = end
+        cut = jg > 0 and spans[jg - 1].stop > gap
+        if base_exact and not cut and jg < len(spans) and gap < spans[jg].start:
+            run = self.span_run
+            last = bisect_right(run, run[jg]) - 1
+            if spans[last].stop == end and self.span_inexact[last + 1] == self.span_inexact[jg]:
+                stop = spans[jg].start
+                known += self.span_total[last + 1] - self.span_total[jg]
         if base_exact and gap >= end:
             drift = total - known
             if drift > 0:
@@ -735,7 +757,7 @@ class Ledger:
                 drift=drift,
             )
         with_base = not base_exact
-        rest_raw, rest_bound, rest_local = self.unmeasured_raw(gap, end)
+        rest_raw, rest_bound, rest_local = self.unmeasured_raw(gap, stop)
         head_raw, head_bound, head_local = self.unmeasured_raw(0, head_stop)
         base_raw = base_bound = base_local = 0
         if with_base:
@@ -747,17 +769,17 @@ class Ledger:
         visible_upper = rest_bound + base_bound + math.ceil(counted_local * factors.local)
         value = total - known
         exact = True
-        rewritten = rewrites_history and self._has_user_text(gap, end)
+        rewritten = rewrites_history and self._has_user_text(gap, stop)
         if (value < 0 or rewritten) and value < visible_upper:
             value, exact = max(value, min(total, visible_upper)), False
-        opaque = self.opaque_in(gap, end)
+        opaque = self.opaque_in(gap, stop)
         estimate = factors.apply(raw, counted_local)
         hidden = max(0, value - visible_upper)
         if opaque and raw == 0:  # every visible part counted exactly
             hidden = max(hidden, value - math.ceil(counted_local * factors.local))
         elif opaque:
             hidden = max(hidden, value - estimate)
-        holder = self._holder(gap, end) if hidden and gap < end else -1
+        holder = self._holder(gap, stop) if hidden and gap < stop else -1
         visible = value - hidden
         share = 0
         if with_base:
@@ -765,8 +787,24 @@ class Ledger:
             weight_rest = rest_raw + rest_local
             weights = weight_base + weight_rest
             share = visible * weight_base // weights if weights > 0 else visible
-            if gap >= end:
+            if gap >= stop:
                 share = value  # nothing else to hold what the base does not show
+        if stop < end:
+            # Between spans that stay: inserted in its place.
+            stretch = Span(gap, stop, value, hidden=hidden, holder=holder, exact=exact)
+            self._insert_span(jg, stretch)
+            self.version += 1
+            return Observation(
+                total=total,
+                known=known,
+                measured=value,
+                hidden=hidden,
+                estimate_raw=raw,
+                estimate_local=counted_local,
+                calibrates=exact and not opaque and hidden == 0,
+                messages=stop - gap,
+                with_base=False,
+            )
         # What the new span replaces: every span from the gap on, and a span cut by it.
         if jg > 0 and spans[jg - 1].stop > gap:
             jg -= 1
