@@ -43,7 +43,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import _corpus
 import exact_tokenizers as ex
-
 from windowguard.accounting.local import LOCAL_BACKENDS, TemplateAccounting
 from windowguard.adapters import shape_messages
 from windowguard.counters import QuickTokCounter, TokenCounter
@@ -206,8 +205,11 @@ def main() -> None:
     print(_corpus.environment("tiktoken", "tokenizers", "mistral-common", "quicktok-v1"))
     print(f"load average {os.getloadavg()[0]:.2f}; {len(texts):,} corpus texts, {megabytes:.1f} MB")
     print()
-    print("| family | backend | load s | single MB/s | single Mtok/s | batched MB/s "
-          "| batched Mtok/s | identical to reference | 200k window ms (batched / per message) |")  # fmt: skip
+    print(
+        "| family | backend | load s | single MB/s | single Mtok/s | batched MB/s "
+        "| batched Mtok/s | identical to reference "
+        "| 200k window ms (batched / per message) |"
+    )
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: |")
     references: dict[str, list[int]] = {}
     reference_checks: dict[tuple[str, str], list[int]] = {}
@@ -237,8 +239,9 @@ def main() -> None:
             if same_corpus and same_checks:
                 identical = f"yes (corpus and {len(inputs):,} adversarial texts)"
             else:
-                wrong = sum(a != b for a, b in zip(check_counts, reference_checks[(family, "")]))
-                wrong += sum(a != b for a, b in zip(counts, references[family]))
+                expected_checks = reference_checks[(family, "")]
+                wrong = sum(a != b for a, b in zip(check_counts, expected_checks, strict=True))
+                wrong += sum(a != b for a, b in zip(counts, references[family], strict=True))
                 identical = f"**no**: {wrong:,} texts differ"
         if family not in windows:
             windows[family] = window_shapes(counter, family)

@@ -224,8 +224,11 @@ def _llama3_count(
             raw.append(RawMessage(role="tool", content=tojson(message["content"])))
         elif message.get("tool_calls"):
             text = "".join(
-                '{"name": "' + call["function"]["name"] + '", "parameters": '
-                + tojson(call["function"]["arguments"]) + "}"
+                '{"name": "'
+                + call["function"]["name"]
+                + '", "parameters": '
+                + tojson(call["function"]["arguments"])
+                + "}"
                 for call in message["tool_calls"]
             )
             raw.append(RawMessage(role="assistant", content=text))

@@ -1,4 +1,10 @@
-"""Tests of the exact chat-template prompt accounting."""
+"""Tests of the exact chat-template prompt accounting.
+
+Our templates are checked against software we did not write (tests/reference_templates.py:
+the real Qwen3 template rendered by transformers, mistral-common, Meta's ChatFormat,
+OpenAI's cookbook rule), on corpus requests, generated adversarial requests and
+Anthropic requests as vLLM converts them.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +14,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import exact_tokenizers as ex
+import reference_templates as ref
+from windowguard.accounting.local import TemplateAccounting, chat_messages
+from windowguard.adapters import shape_messages
+from windowguard.adapters.anthropic import shape_system
 from windowguard.exceptions import ConfigurationError
 from windowguard.templates import count_prompt, count_prompt_parts, render_prompt
 
@@ -173,14 +185,6 @@ def test_errors_are_typed() -> None:
 # --------------------------------------------------------------------------- references
 # Our templates against software we did not write (tests/reference_templates.py).
 
-import reference_templates as ref  # noqa: E402
-from hypothesis import HealthCheck, assume, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-from windowguard.accounting.local import TemplateAccounting, chat_messages  # noqa: E402
-from windowguard.adapters import shape_messages  # noqa: E402
-from windowguard.adapters.anthropic import shape_system  # noqa: E402
-
 TEXT_FAMILIES = ("qwen", "llama3", "mistral")
 
 
@@ -212,7 +216,7 @@ def test_count_prompt_equals_the_reference_renderer_on_corpus(family: str) -> No
     counter = ex.MemoCounter(ex.require(family))
     compared = refused = 0
     above = []
-    for run, request, tools in _corpus_requests(step=4):
+    for run, request, tools in _corpus_requests(step=2):
         expected = _reference(family, request, tools)
         if expected is None:
             refused += 1  # mistral-common refuses an empty assistant message (SWE-agent)
@@ -226,7 +230,7 @@ def test_count_prompt_equals_the_reference_renderer_on_corpus(family: str) -> No
             above.append(ours - expected)
         else:
             assert ours == expected, (run, len(request))
-    assert compared > 500
+    assert compared > 300
     if family == "mistral":
         assert above.count(0) > 0.95 * len(above)
         assert refused < compared
@@ -254,14 +258,33 @@ def test_openai_accounting_against_the_cookbook_rule(family: str) -> None:
 
 # Adversarial text: any code point but surrogates (control characters included), plus
 # pieces that templates treat specially (quotes, backslashes, control-token lookalikes).
-_TEXT = st.text(
-    alphabet=st.characters(exclude_categories=["Cs"]), max_size=40
-) | st.lists(
+_TEXT = st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=40) | st.lists(
     st.sampled_from(
         [
-            '"', "\\", "\n", "\n\n", " ", "\t", "\x00", "\x1b", "é", "e\u0301", "東京", "🚀",
-            "<|im_end|>", "<|eot_id|>", "[INST]", "<tool_call>", '{"a":1}', "[1,2]", "null",
-            "word", " ограничено", "ﬁ", "\u200b", "\r\n",
+            '"',
+            "\\",
+            "\n",
+            "\n\n",
+            " ",
+            "\t",
+            "\x00",
+            "\x1b",
+            "é",
+            "e\u0301",
+            "東京",
+            "🚀",
+            "<|im_end|>",
+            "<|eot_id|>",
+            "[INST]",
+            "<tool_call>",
+            '{"a":1}',
+            "[1,2]",
+            "null",
+            "word",
+            " ограничено",
+            "ﬁ",
+            "\u200b",
+            "\r\n",
         ]
     ),
     max_size=12,
@@ -436,7 +459,10 @@ def test_an_anthropic_results_message_becomes_tool_messages_and_text() -> None:
     chat, _ = ref.anthropic_to_chat(messages)
     assert chat[2:] == chat_messages(shapes[2])  # what vLLM makes of it
     calls = chat_messages(shapes[1])[0]["tool_calls"]
-    assert [(c["id"], c["function"]["name"]) for c in calls] == [("toolu_a", "run"), ("toolu_b", "run")]
+    assert [(c["id"], c["function"]["name"]) for c in calls] == [
+        ("toolu_a", "run"),
+        ("toolu_b", "run"),
+    ]
 
 
 @pytest.mark.parametrize("family", ["qwen", "llama3", "mistral", "o200k"])

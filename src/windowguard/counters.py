@@ -105,6 +105,12 @@ class BatchTokenCounter(TokenCounter, Protocol):
 # Below this many characters in all, a batch is counted text by text: starting a batch
 # (a thread pool in tiktoken, a parallel pass in tokenizers) costs more than it saves.
 _BATCH_MIN_CHARS = 16_384
+# tiktoken's and quicktok's batches only parallelise the same per-text work; on two
+# cores shared with other work they were slower than a plain loop (a 200k-token window:
+# tiktoken 73 ms in a loop, 148-173 ms batched; quicktok 10 ms against 14 ms;
+# bench/bench_tokenizers.py), so they are used from four cores up. Hugging Face
+# tokenizers' batch is faster even there (707 -> 487 ms) and is always used.
+PARALLEL_BATCHES = (os.cpu_count() or 1) >= 4
 
 
 def count_texts(counter: TokenCounter, texts: Sequence[str]) -> list[int]:
@@ -215,8 +221,9 @@ class TiktokenCounter:
         return len(self._encoding.encode_ordinary(text))
 
     def count_batch(self, texts: Sequence[str]) -> list[int]:
-        """Token counts of ``texts`` (tiktoken's threaded batch for large batches)."""
-        if sum(map(len, texts)) < _BATCH_MIN_CHARS:
+        """Token counts of ``texts`` (tiktoken's threaded batch for large batches on four
+        cores or more)."""
+        if not PARALLEL_BATCHES or sum(map(len, texts)) < _BATCH_MIN_CHARS:
             return [len(self._encoding.encode_ordinary(text)) for text in texts]
         return [len(ids) for ids in self._encoding.encode_ordinary_batch(list(texts))]
 
@@ -312,8 +319,9 @@ class QuickTokCounter:
         return int(self._encoding.count(text))
 
     def count_batch(self, texts: Sequence[str]) -> list[int]:
-        """Token counts of ``texts`` (quicktok's parallel batch for large batches)."""
-        if sum(map(len, texts)) < _BATCH_MIN_CHARS:
+        """Token counts of ``texts`` (quicktok's parallel batch for large batches on four
+        cores or more)."""
+        if not PARALLEL_BATCHES or sum(map(len, texts)) < _BATCH_MIN_CHARS:
             return [self.count(text) for text in texts]
         counts = self._count_batch(self._encoding, list(texts), 0, self._with_special)
         return [int(n) for n in counts]

@@ -53,7 +53,13 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from ..counters import QuickTokCounter, TiktokenCounter, TokenCounter, count_texts
+from ..counters import (
+    PARALLEL_BATCHES,
+    QuickTokCounter,
+    TiktokenCounter,
+    TokenCounter,
+    count_texts,
+)
 from ..exceptions import ConfigurationError
 from ..shapes import Shape
 from ..templates import count_message, count_prompt, count_request_framing, message_pieces
@@ -209,21 +215,27 @@ def _load_openai(family: str) -> tuple[TokenCounter, str]:
 
 
 class _TekkenCounter:
-    """Mistral Tekken through mistral-common (no BOS/EOS)."""
+    """Mistral Tekken through mistral-common (no BOS/EOS).
+
+    ``Tekkenizer.encode`` is its tiktoken model's ``encode`` plus an id offset
+    (mistral_common ``tokens/tokenizers/tekken.py``), so the model counts the same
+    tokens without building the offset list; without that model, ``encode`` counts.
+    """
 
     def __init__(self, tekkenizer: Any) -> None:
         self._tekken = tekkenizer
+        model = getattr(tekkenizer, "_model", None)
+        self._model = model if callable(getattr(model, "encode_ordinary", None)) else None
 
     def count(self, text: str) -> int:
+        if self._model is not None:
+            return len(self._model.encode_ordinary(text))
         return len(self._tekken.encode(text, bos=False, eos=False))
 
     def count_batch(self, texts: Sequence[str]) -> list[int]:
-        # Tekkenizer.encode is its tiktoken model's encode plus an id offset, so the
-        # model's threaded batch gives the same counts (mistral_common tekken.py).
-        model = getattr(self._tekken, "_model", None)
-        if model is None or sum(map(len, texts)) < 16_384:
+        if self._model is None or not PARALLEL_BATCHES or sum(map(len, texts)) < 16_384:
             return [self.count(text) for text in texts]
-        return [len(ids) for ids in model.encode_ordinary_batch(list(texts))]
+        return [len(ids) for ids in self._model.encode_ordinary_batch(list(texts))]
 
     def __repr__(self) -> str:
         return "TekkenCounter(tekken_240911)"
