@@ -36,6 +36,9 @@ the call ids cut to their last 9 characters (``vllm/tokenizers/mistral.py``,
 :func:`anthropic_to_chat` is vLLM's conversion of an Anthropic Messages request to
 chat (``vllm/entrypoints/anthropic/serving.py``): each ``tool_result`` block becomes a
 ``tool`` message, emitted before the user message that holds the remaining text.
+:func:`responses_to_chat` is vLLM's conversion of Responses input items
+(``construct_chat_messages_with_tool_call``): each ``function_call`` item an assistant
+message with that one call, each ``function_call_output`` a ``tool`` message.
 
 Importable from bench scripts too (put the repository root on ``sys.path`` and import
 ``tests.reference_templates``). A missing package raises :class:`ReferenceUnavailable`.
@@ -56,6 +59,7 @@ __all__ = [
     "ReferenceUnavailable",
     "anthropic_to_chat",
     "reference_count",
+    "responses_to_chat",
 ]
 
 REFERENCE_FAMILIES = ("qwen", "mistral", "llama3", "o200k", "cl100k")
@@ -372,3 +376,29 @@ def anthropic_to_chat(
             for t in tools
         ]
     return chat, chat_tools
+
+
+def responses_to_chat(items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """vLLM's conversion of Responses input items (messages, function calls and their
+    outputs) to chat messages."""
+    chat: list[dict[str, Any]] = []
+    for item in items:
+        kind = item.get("type", "message")
+        if kind == "function_call":
+            call = {"name": item["name"], "arguments": item.get("arguments", "")}
+            chat.append(
+                {
+                    "role": "assistant",
+                    "tool_calls": [{"id": item["call_id"], "type": "function", "function": call}],
+                }
+            )
+        elif kind == "function_call_output":
+            chat.append(
+                {"role": "tool", "tool_call_id": item["call_id"], "content": item["output"]}
+            )
+        else:
+            content = item["content"]
+            if not isinstance(content, str):
+                content = [{"type": "text", "text": part["text"]} for part in content]
+            chat.append({"role": item["role"], "content": content})
+    return chat

@@ -427,6 +427,55 @@ def test_anthropic_requests_are_counted_as_the_server_renders_them(
     assert expected <= local <= expected + 6 * len(chat) + 8
 
 
+@st.composite
+def _responses_requests(draw: Any) -> list[dict[str, Any]]:
+    """A Responses tool loop: function_call items, then their outputs, some text."""
+    items: list[dict[str, Any]] = []
+    if draw(st.booleans()):
+        items.append({"type": "message", "role": "system", "content": draw(_TEXT) or "be brief"})
+    task = [
+        {"type": "input_text", "text": t or "task"}
+        for t in draw(st.lists(_TEXT, min_size=1, max_size=2))
+    ]
+    items.append({"type": "message", "role": "user", "content": task})
+    for _ in range(draw(st.integers(1, 3))):
+        ids = [draw(_ID) for _ in range(draw(st.integers(1, 2)))]
+        for call_id in ids:
+            arguments = json.dumps(draw(st.dictionaries(_TEXT, _VALUE, max_size=3)))
+            items.append(
+                {
+                    "type": "function_call",
+                    "call_id": call_id,
+                    "name": draw(_NAME),
+                    "arguments": arguments,
+                }
+            )
+        for call_id in ids:
+            items.append(
+                {"type": "function_call_output", "call_id": call_id, "output": draw(_TEXT)}
+            )
+    return items
+
+
+@pytest.mark.parametrize("family", TEXT_FAMILIES)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(items=_responses_requests())
+def test_responses_items_are_counted_as_the_server_renders_them(
+    family: str, items: list[dict[str, Any]]
+) -> None:
+    """Responses input on a vLLM server: each function_call item is an assistant message
+    with that call, each output a tool message; never counted under, a few tokens over."""
+    counter = ex.require(family)
+    chat = ref.responses_to_chat(items)
+    expected = _reference(family, chat, TOOLS)
+    assume(expected is not None)
+    assert expected is not None
+    accounting = TemplateAccounting(family, counter)
+    shapes = shape_messages(items, format="responses").shapes
+    local = _local_sum(accounting, shapes, TOOLS)
+    assert expected <= local <= expected + 6 * len(chat) + 8
+
+
 def test_an_anthropic_results_message_becomes_tool_messages_and_text() -> None:
     messages = [
         {"role": "user", "content": "go"},
