@@ -29,13 +29,20 @@ vocabulary file tiktoken loads is checked against the sha256 tiktoken itself che
 family whose tokenizer is missing gives None and a reason (:func:`local_status`), never
 an error: the heuristic then covers it.
 
+A message of another wire format is counted as the chat messages its server renders
+(:func:`chat_messages`: an Anthropic user message of ``tool_result`` blocks is a tool
+message per result plus a user message for its text), counted together
+(:func:`windowguard.templates.count_messages`).
+
 Invariant: :class:`TemplateAccounting` charges each message the tokens it adds to a
-prompt on its own (:func:`windowguard.templates.count_message`), so the sum over a
-request's messages plus :meth:`TemplateAccounting.fixed_tokens` is at or above the
-template's exact count of the whole request and within a few tokens per message of it
-(checked on every corpus request by the tests). Where a template joins texts (Mistral
-writes the system prompt into the last user message, and the joined text can take a
-token more than its parts), the framing carries that allowance.
+prompt on its own, so the sum over a request's messages plus
+:meth:`TemplateAccounting.fixed_tokens` is at or above the template's exact count of the
+whole request and within a few tokens per message of it (checked on every corpus request
+and on generated chat, Anthropic and Responses requests against reference renderers by
+the tests). :meth:`TemplateAccounting.messages_tokens` gives the same counts as
+:meth:`TemplateAccounting.message_tokens` one by one. Where a template joins texts
+(Mistral writes the system prompt into the last user message, and the joined text can
+take a token more than its parts), the framing carries that allowance.
 """
 
 from __future__ import annotations
