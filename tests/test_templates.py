@@ -213,7 +213,10 @@ def _corpus_requests(step: int) -> list[tuple[str, list[dict[str, Any]], Any]]:
 
 @pytest.mark.parametrize("family", TEXT_FAMILIES)
 def test_count_prompt_equals_the_reference_renderer_on_corpus(family: str) -> None:
+    """count_prompt equals the family's own renderer, and the per-message accounting of
+    the same request is never below it."""
     counter = ex.MemoCounter(ex.require(family))
+    accounting = TemplateAccounting(family, counter)
     compared = refused = 0
     above = []
     for run, request, tools in _corpus_requests(step=2):
@@ -223,6 +226,9 @@ def test_count_prompt_equals_the_reference_renderer_on_corpus(family: str) -> No
             continue
         ours = count_prompt(counter, request, tools, template=ex.TEMPLATE_OF[family])
         compared += 1
+        shapes = shape_messages(request, format="openai_chat").shapes
+        local = _local_sum(accounting, shapes, tools)
+        assert expected <= local <= expected + 4 * len(request) + 8, (run, len(request))
         if family == "mistral":
             # mistral-common merges consecutive messages of one role ("\n\n" for two
             # [INST] blocks): never below it, at most a token above.
