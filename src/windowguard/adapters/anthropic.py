@@ -133,7 +133,10 @@ def _blocks(
             inner, inner_media, _, _, inner_problem = _blocks(
                 field(block, "content") or "", role="tool_result"
             )
-            segments.extend(segment("dense", s.text) for s in inner)
+            result = len(answers) - 1
+            segments.extend(
+                Segment(content_class="dense", text=s.text, result=result) for s in inner
+            )
             media += inner_media
             problem = problem or inner_problem
         elif kind in ("image", "document", "search_result"):
