@@ -17,9 +17,12 @@ from windowguard.providers.base import ModelRequest
 from windowguard.templates import count_prompt
 
 # A system prompt far above the 1,024-token cache minimum, and a growing conversation.
-SYSTEM = {"role": "system", "content": " ".join(f"rule {i}: be careful." for i in range(600))}
-FIRST = [SYSTEM, {"role": "user", "content": "Start the task."}]
-SECOND = [
+SYSTEM: dict[str, Any] = {
+    "role": "system",
+    "content": " ".join(f"rule {i}: be careful." for i in range(600)),
+}
+FIRST: list[Any] = [SYSTEM, {"role": "user", "content": "Start the task."}]
+SECOND: list[Any] = [
     *FIRST,
     {"role": "assistant", "content": "Started."},
     {"role": "user", "content": "Go on."},
@@ -67,7 +70,7 @@ def test_chosen_calls_answer_without_usage(flavor: str, counter: TokenCounter) -
 
 
 def test_an_omitted_stream_has_no_usage_chunk() -> None:
-    with Emulator(flavor="vllm", scenario=_text, usage=UsagePlan(omit_calls={1})) as emu:
+    with Emulator(flavor="vllm", scenario=_text, usage=UsagePlan(omit_calls=frozenset({1}))) as emu:
         sdk = client(emu)
         options: Any = {"include_usage": True}
         chunks = list(
@@ -126,23 +129,25 @@ def test_a_shared_prefix_is_cached_and_reported_inside_or_outside_the_count(
 
 
 def test_no_cache_below_the_minimum_or_without_a_shared_prefix() -> None:
-    short = [{"role": "user", "content": "hi"}]
+    short: list[Any] = [{"role": "user", "content": "hi"}]
     with Emulator(flavor="vllm", scenario=_text, usage=UsagePlan(cache="excluded")) as emu:
         sdk = client(emu)
         sdk.chat.completions.create(model="m", messages=short)
         again = sdk.chat.completions.create(model="m", messages=short)
-        other = sdk.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
+        other = sdk.chat.completions.create(model="m", messages=[*short[:0], SECOND[-1]])
     for answer in (again, other):
         assert answer.usage is not None and answer.usage.prompt_tokens_details is not None
         assert answer.usage.prompt_tokens_details.cached_tokens == 0
 
 
 def test_responses_report_the_cache_outside_input_tokens(counter: TokenCounter) -> None:
-    items = [{"role": "system", "content": SYSTEM["content"]}, {"role": "user", "content": "a"}]
+    items: list[Any] = [{"role": "system", "content": SYSTEM["content"]}]
+    items.append({"role": "user", "content": "a"})
     with Emulator(flavor="openai", scenario=_text, usage=UsagePlan(cache="excluded")) as emu:
         sdk = client(emu)
-        sdk.responses.create(model="m", input=items)  # type: ignore[arg-type]
-        second = sdk.responses.create(model="m", input=[*items, {"role": "user", "content": "b"}])  # type: ignore[list-item]
+        sdk.responses.create(model="m", input=items)
+        longer: list[Any] = [*items, {"role": "user", "content": "b"}]
+        second = sdk.responses.create(model="m", input=longer)
         records = emu.records
     assert second.usage is not None
     cached = second.usage.input_tokens_details.cached_tokens
