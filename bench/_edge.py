@@ -66,7 +66,7 @@ MODES = ("exact", "heuristic")
 FLOOR = 200  # the smallest reply a refusal must leave room for (seed 003)
 DENSE_SHARE = 1 / 3
 MIN_WINDOW, MAX_WINDOW = 4_096, 200_000
-ISSUE_LIST_TOKENS = 24_000
+ISSUE_LIST_TOKENS = 26_000
 TRUTH = "windowguard.templates.count_prompt + the family's exact tokenizer"
 
 Message = dict[str, Any]
@@ -158,7 +158,7 @@ def _turn(rng: random.Random, number: int, window: int, with_calls: bool) -> Tur
                 ids[call.get("id")] = call["id"] = f"call_{number}_{k}"
         elif role in ("tool", "user"):
             if role == "tool":
-                message["tool_call_id"] = ids.get(message.get("tool_call_id"), "call_x")
+                message["tool_call_id"] = ids.get(str(message.get("tool_call_id")), "call_x")
             if rng.random() < DENSE_SHARE:
                 name, message["content"] = _dense(rng, window)
                 classes.append(name)
@@ -195,7 +195,7 @@ def make_case(seed: int, index: int) -> Case:
         turns.append(turn)
         size += _rough_tokens(turn.messages)
     sends = [len(turns)]
-    for _ in range(rng.choice((1, 2, 3, 4, 6, 8)) - 1):
+    for _ in range(rng.choice((1, 2, 3, 4, 6, 8, 12, 16)) - 1):
         previous = sends[-1] - (1 if rng.random() < 0.75 else 2)
         if previous < 0:
             break
@@ -216,13 +216,13 @@ def make_case(seed: int, index: int) -> Case:
 
 
 def issue_case(family: str, fmt: str, *, seed: int = 0) -> Case:
-    """The issue's failing case: 14 exactly measured turns (12-16k tokens), then one
-    comma-separated word list of about 24k exact tokens: 39-43k in all, sent into a 32k
-    window with ``max_tokens=1024`` (head + the list take about 27k, so it fits once
-    the oldest turns are dropped)."""
+    """The issue's failing case: 14 exactly measured turns (5-7k tokens, 8-10k with the
+    head and tools), then one comma-separated word list of about 26k exact tokens: 34-36k
+    in all, sent into a 32k window with ``max_tokens=1024``; head + the list take about
+    29k, so it fits once the oldest turns are dropped."""
     rng = random.Random(f"windowguard-edge-issue:{seed}:{family}:{fmt}")
     head = tuple(copy.deepcopy(list(_heads()[0])))
-    pool = [t for t in _turns(True) if 700 <= _rough_tokens(t) <= 1_500]
+    pool = [t for t in _turns(True) if 400 <= _rough_tokens(t) <= 900]
     turns = []
     for number in range(14):
         messages = copy.deepcopy(list(rng.choice(pool)))
@@ -231,7 +231,7 @@ def issue_case(family: str, fmt: str, *, seed: int = 0) -> Case:
             for k, call in enumerate(message.get("tool_calls") or ()):
                 ids[call.get("id")] = call["id"] = f"call_{number}_{k}"
             if message.get("role") == "tool":
-                message["tool_call_id"] = ids.get(message.get("tool_call_id"), "call_x")
+                message["tool_call_id"] = ids.get(str(message.get("tool_call_id")), "call_x")
         turns.append(Turn(messages=tuple(messages), classes=("real",)))
     counter = local_tokenizer(family)
     sample = _content.generate("comma word list", random.Random(1), 20_000)
@@ -452,7 +452,7 @@ def chat_form(
         )
     if isinstance(parsed, WireError):
         raise AssertionError(f"the bench built an invalid {fmt} request: {parsed.body}")
-    return list(parsed.messages), list(parsed.tools)
+    return [dict(m) for m in parsed.messages], [dict(t) for t in parsed.tools]
 
 
 class Truth:

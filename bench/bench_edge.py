@@ -75,7 +75,7 @@ def _ratio(values: Sequence[float], how: Callable[[Sequence[float]], float]) -> 
     return f"{how(values):.2f}" if values else "-"
 
 
-def _row(label: str, outcomes: list[Outcome], heuristic: bool) -> str:
+def _row(label: str, outcomes: list[Outcome]) -> str:
     sends = _sends(outcomes)
     fitted = [s for s in sends if not s.refused]
     overflows = [s for s in fitted if s.overflow]
@@ -95,11 +95,10 @@ def _row(label: str, outcomes: list[Outcome], heuristic: bool) -> str:
         use,
         f"{worst:.3f}",
     ]
-    if heuristic:
-        stated = sum(1 for s in overflows if s.stated and s.stated.outcome == "fits")
-        unstated = sum(1 for s in overflows if s.unstated and s.unstated.outcome == "fits")
-        identical = sum(1 for s in overflows if s.unstated and s.unstated.outcome == "identical")
-        cells += [f"{stated} / {len(overflows)}", f"{unstated} / {len(overflows)}", str(identical)]
+    stated = sum(1 for s in overflows if s.stated and s.stated.outcome == "fits")
+    unstated = sum(1 for s in overflows if s.unstated and s.unstated.outcome == "fits")
+    identical = sum(1 for s in overflows if s.unstated and s.unstated.outcome == "identical")
+    cells += [f"{stated} / {len(overflows)}", f"{unstated} / {len(overflows)}", str(identical)]
     return "| " + " | ".join(cells) + " |"
 
 
@@ -112,56 +111,58 @@ def _with_case(outcomes: Iterable[Outcome]) -> list[tuple[Send, Outcome]]:
 
 
 def print_mode(mode: str, outcomes: list[Outcome]) -> None:
-    heuristic = mode == "heuristic"
     title = (
         '(b) no exact source: `counter="heuristic"`'
-        if heuristic
+        if mode == "heuristic"
         else "(a) exact local tokenizer installed: `counter=None`"
     )
     print(f"#### {title}\n")
     header = (
         "| family / format | runs | sends | overflows | of them max_tokens=None | refusals "
-        "| unjustified refusals | window use mean / min (pruned sends) | worst truth / estimate |"
+        "| unjustified refusals | window use mean / min (pruned sends) | worst truth / estimate "
+        "| overflows recovered by one refit, numbers stated | ... no numbers "
+        "| refits identical to the refused request (no numbers) |"
     )
-    rule = "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
-    if heuristic:
-        header += (
-            " overflows recovered by one refit, numbers stated | ... no numbers "
-            "| refits identical to the refused request |"
-        )
-        rule += " ---: | ---: | ---: |"
+    rule = "| --- |" + " ---: |" * 11
     print(header)
     print(rule)
     for family in FAMILIES:
         for fmt in FORMATS:
             group = [o for o in outcomes if o.case.family == family and o.case.fmt == fmt]
-            print(_row(f"{family} / {fmt}", group, heuristic))
+            print(_row(f"{family} / {fmt}", group))
     for family in FAMILIES:
-        print(_row(f"{family} / all", [o for o in outcomes if o.case.family == family], heuristic))
+        print(_row(f"{family} / all", [o for o in outcomes if o.case.family == family]))
     for fmt in FORMATS:
-        print(_row(f"all / {fmt}", [o for o in outcomes if o.case.fmt == fmt], heuristic))
-    print(_row("**all**", outcomes, heuristic))
+        print(_row(f"all / {fmt}", [o for o in outcomes if o.case.fmt == fmt]))
+    print(_row("**all**", outcomes))
     seconds = sum(o.seconds for o in outcomes)
     print(f"\nCPU time of the fits and truth counts in this mode: {seconds:.0f} s.\n")
 
 
 def print_classes(sweep: dict[str, list[Outcome]]) -> None:
-    """Overflows by the content that arrived since the previous send."""
-    print("#### Overflows by the content that arrived since the previous send\n")
+    """Overflows by the content that arrived since the previous (measured) send."""
+    print("#### Overflows by the content that arrived after measured sends\n")
+    print(
+        "Sends after a run's first: what the turns appended since the previous send held "
+        "(a send can hold several classes). The first send of a run (cold: nothing "
+        "measured) is one row of its own.\n"
+    )
     modes = list(sweep)
     columns = " | ".join(f"overflows ({m})" for m in modes)
-    print(f"| content class | sends it arrived in | {columns} |")
+    print(f"| content class | sends it arrived in (mode {modes[0]}) | {columns} |")
     print("| --- | ---: |" + " ---: |" * len(modes))
     arrived: Counter[str] = Counter()
     overflows: dict[str, Counter[str]] = {m: Counter() for m in modes}
+    first = "(a run's first send)"
     for mode in modes:
         for send in _sends(sweep[mode]):
-            for name in set(send.newest):
+            names = {first} if send.number == 0 else set(send.newest)
+            for name in names:
                 if mode == modes[0]:
                     arrived[name] += 1
                 if send.overflow:
                     overflows[mode][name] += 1
-    for name, count in sorted(arrived.items(), key=lambda item: -item[1]):
+    for name, count in sorted(arrived.items(), key=lambda item: (item[0] != first, -item[1])):
         cells = " | ".join(str(overflows[m][name]) for m in modes)
         print(f"| {name} | {count} | {cells} |")
     print()
@@ -207,7 +208,7 @@ def print_issue_cases(modes: Sequence[str]) -> None:
     print(
         "32,768-token window, max_tokens 1,024; sends 1-14 each add one real turn and "
         "report the exact prompt of the previous send; send 15 adds a comma-separated "
-        "word list of about 26,000 exact tokens.\n"
+        f"word list of about {_edge.ISSUE_LIST_TOKENS:,} exact tokens.\n"
     )
     print(
         "| family / format | mode | estimate | truth | fitted max_tokens "
