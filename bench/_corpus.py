@@ -211,6 +211,11 @@ def real_runs(min_messages: int = 0) -> list[Transcript]:
     return out
 
 
+def turn_pool() -> tuple[tuple[Message, ...], ...]:
+    """Every well-formed corpus turn (shared, not copied: copy before changing one)."""
+    return _turn_pool()
+
+
 def pool_size() -> int:
     """How many distinct real turns the synthetic transcripts cycle through."""
     return len(_turn_pool())

@@ -18,7 +18,22 @@ Targets (issue 2): warm < 1 ms and cold < 20 ms at 1,000 turns. When one is miss
 (or with ``--profile``) the missed scenario is run under cProfile and the functions
 taking the time are printed with their shares.
 
+Two more tables (issue 18, item 9):
+
+* **warm fit with an integer usage report** in a fixed window (128k and 200k) at 1,000,
+  10,000 and 100,000 turns: the steady state of a long run, where the window bounds what
+  is kept and the rest is pruned. After a cold fit and a few untimed sends, every send
+  reports the exact prompt tokens of the previous one (o200k, OpenAI's accounting) as
+  ``last_usage`` and appends one turn; the fit is timed. Targets: < 0.1 ms at 1,000
+  turns, and at most 1.5x that at 100,000.
+* **cold fit near the edge** with each family's exact local tokenizer at a 200k window
+  (the tokenizer loaded beforehand): a transcript whose heuristic estimate first passes
+  95 % of the budget (the estimate says "near the edge"), and one whose estimate passes
+  2.5 budgets (it prunes, also by the exact count).
+  Target: < 200 ms.
+
     bench/run bench_fit.py            # or: .venv/bin/python bench/bench_fit.py [--quick]
+    bench/run bench_fit.py --tables usage edge    # only the issue-18 tables
 """
 
 from __future__ import annotations
@@ -47,6 +62,16 @@ SAFETY = 500
 TARGET_SIZE = 1_000
 TARGET_WARM_MS = 0.1  # issue 10: when no decision is near the edge (the fits rows)
 TARGET_COLD_MS = 20.0
+USAGE_SIZES = (1_000, 10_000, 100_000)
+USAGE_WINDOWS = (128_000, 200_000)
+USAGE_REPETITIONS = 200
+USAGE_WARMUP = 8
+TARGET_USAGE_MS = 0.1  # issue 18: warm, int usage, 1,000 turns ...
+TARGET_USAGE_GROWTH = 1.5  # ... and at most 1.5x that at 100,000 turns
+EDGE_WINDOW = 200_000
+EDGE_FAMILIES = ("o200k", "cl100k", "llama3", "qwen", "mistral")
+EDGE_REPETITIONS = 5
+TARGET_EDGE_MS = 200.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -201,15 +226,177 @@ def profile(label: str, run: Callable[[], object], repetitions: int) -> None:
         )
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--quick", action="store_true", help="a tenth of the repetitions")
-    parser.add_argument("--profile", action="store_true", help="profile 1,000 turns anyway")
-    parser.add_argument("--sizes", type=int, nargs="*", default=list(SIZES))
-    args = parser.parse_args()
+class _MemoCounter:
+    """The exact o200k counter, remembering each text (a run re-sends the same texts)."""
 
-    print("### fit() time, cold and warm (bench/bench_fit.py)\n")
-    print(_corpus.environment())
+    def __init__(self) -> None:
+        self._counter = _corpus.o200k_counter()
+        self._known: dict[str, int] = {}
+
+    def count(self, text: str) -> int:
+        known = self._known.get(text)
+        if known is None:
+            known = self._known[text] = self._counter.count(text)
+        return known
+
+
+def usage_table(sizes: list[int], repetitions: int) -> list[str]:
+    """Warm fits with an int usage report in fixed windows (see the module docstring)."""
+    from windowguard.templates import count_prompt
+
+    print("\n### Warm fit() with an integer usage report, fixed windows (issue 18)\n")
+    print(
+        f"o200k; max_tokens={MAX_TOKENS}; {USAGE_WARMUP} untimed sends after the cold fit, "
+        f"then {repetitions} timed ones, each reporting the exact prompt tokens of the "
+        "previous send and appending one real turn. Times in ms; CPU = process_time.\n"
+    )
+    print(
+        "| turns | window | kept turns (last send) | new cuts in timed sends | cold ms "
+        "| warm median | warm p95 | warm mean | warm CPU median | exact sends |"
+    )
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    counter = _MemoCounter()
+    medians: dict[tuple[int, int], float] = {}
+    for turns in sizes:
+        transcript = _corpus.synthetic(turns)
+        extras = [_corpus.extra_turn(turns + i) for i in range(USAGE_WARMUP + repetitions)]
+        for window in USAGE_WINDOWS:
+            messages = list(transcript.messages)
+            mgr = wg.ContextWindowManager(
+                model_info=wg.ModelInfo(window, tokenizer="o200k"), safety=SAFETY
+            )
+            tools = transcript.tools
+            clock, cpu_clock = time.perf_counter, time.process_time
+            start = clock()
+            fit = mgr.fit(messages, tools=tools, max_tokens=MAX_TOKENS)
+            cold = clock() - start
+            wall: list[float] = []
+            cpu: list[float] = []
+            cuts = exact = 0
+            gc.collect()
+            gc.disable()
+            try:
+                for index, turn in enumerate(extras):
+                    usage = count_prompt(counter, fit.messages, tools, template="openai")
+                    messages.extend(turn)
+                    cpu_start, start = cpu_clock(), clock()
+                    fit = mgr.fit(messages, tools=tools, max_tokens=MAX_TOKENS, last_usage=usage)
+                    elapsed, elapsed_cpu = clock() - start, cpu_clock() - cpu_start
+                    if index >= USAGE_WARMUP:
+                        wall.append(elapsed * 1e3)
+                        cpu.append(elapsed_cpu * 1e3)
+                        cuts += any(getattr(e, "new_cut", False) for e in fit.events)
+                        exact += fit.exact
+                    if index % 64 == 63:
+                        gc.enable()
+                        gc.collect()
+                        gc.disable()
+            finally:
+                gc.enable()
+            timings = tuple(wall)
+            medians[(turns, window)] = median(timings)
+            kept = turns + len(extras) - fit.dropped_turns
+            print(
+                f"| {turns:,} | {window:,} | {kept:,} | {cuts} | {fmt_ms(cold * 1e3)} "
+                f"| {fmt_ms(median(timings))} | {fmt_ms(p95(timings))} "
+                f"| {fmt_ms(statistics.fmean(timings))} | {fmt_ms(median(tuple(cpu)))} "
+                f"| {exact} / {len(timings)} |",
+                flush=True,
+            )
+    misses = []
+    for window in USAGE_WINDOWS:
+        base = medians.get((1_000, window))
+        if base is not None and base >= TARGET_USAGE_MS:
+            misses.append(f"{window:,}: {fmt_ms(base)} ms at 1,000 turns")
+        top = medians.get((100_000, window))
+        if base is not None and top is not None and top > TARGET_USAGE_GROWTH * base:
+            misses.append(f"{window:,}: {top / base:.1f}x at 100,000 turns")
+    print(
+        f"\nTargets: warm median < {TARGET_USAGE_MS} ms at 1,000 turns and <= "
+        f"{TARGET_USAGE_GROWTH}x that at 100,000 -- "
+        + ("all met" if not misses else "missed: " + "; ".join(misses))
+    )
+    return misses
+
+
+def _turns_to_estimate(family: str, target: int) -> int:
+    """The fewest synthetic turns whose heuristic estimate (no tools) reaches ``target``."""
+    probe = wg.ContextWindowManager(
+        model_info=wg.ModelInfo(10**9, tokenizer=family), counter="heuristic"
+    )
+    tools = _corpus.synthetic(0).tools
+    low, high = 1, 64
+    while probe.fit(_corpus.synthetic(high).messages, tools=tools).estimated_tokens < target:
+        low, high = high, high * 2
+    while low < high:
+        middle = (low + high) // 2
+        estimate = probe.fit(_corpus.synthetic(middle).messages, tools=tools).estimated_tokens
+        low, high = (middle + 1, high) if estimate < target else (low, middle)
+    return low
+
+
+def edge_table(repetitions: int) -> list[str]:
+    """Cold fits near the edge with each local tokenizer (see the module docstring)."""
+    from windowguard.accounting.local import local_status, local_tokenizer
+
+    print("\n### Cold fit() near the edge, per local tokenizer, 200k window (issue 18)\n")
+    print(
+        f"Window {EDGE_WINDOW:,}, max_tokens={MAX_TOKENS}, safety={SAFETY}, "
+        f"{len(_corpus.all_tools())} tool schemas, `counter=None` (the family's exact "
+        f"tokenizer, loaded before timing); a fresh manager per fit, {repetitions} fits "
+        "per row; times in ms (wall median / CPU median).\n"
+    )
+    print(
+        "| family | transcript | turns | messages | fitted count / budget | dropped turns "
+        "| Fit.exact | wall median | wall max | CPU median | tokenizer load ms |"
+    )
+    print("| --- | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |")
+    misses = []
+    budget = EDGE_WINDOW - MAX_TOKENS - SAFETY
+    for family in EDGE_FAMILIES:
+        start = time.perf_counter()
+        if local_tokenizer(family) is None:
+            print(f"| {family} | - | - | - | - | - | - | - | - | - | {local_status(family)} |")
+            continue
+        load = (time.perf_counter() - start) * 1e3
+        near = _turns_to_estimate(family, int(0.95 * budget))
+        prunes = _turns_to_estimate(family, int(2.5 * budget))
+        rows = (("near: estimate >= 0.95 budget", near), ("prunes: estimate >= 2.5 budget", prunes))
+        for kind, turns in rows:
+            transcript = _corpus.synthetic(turns)
+            wall: list[float] = []
+            cpu: list[float] = []
+            fit = None
+            for _ in range(repetitions):
+                mgr = wg.ContextWindowManager(
+                    model_info=wg.ModelInfo(EDGE_WINDOW, tokenizer=family), safety=SAFETY
+                )
+                messages = _corpus.synthetic(turns).messages  # fresh dicts: nothing cached
+                gc.collect()
+                cpu_start, begin = time.process_time(), time.perf_counter()
+                fit = mgr.fit(messages, tools=transcript.tools, max_tokens=MAX_TOKENS)
+                wall.append((time.perf_counter() - begin) * 1e3)
+                cpu.append((time.process_time() - cpu_start) * 1e3)
+            assert fit is not None
+            value = median(tuple(wall))
+            if value >= TARGET_EDGE_MS:
+                misses.append(f"{family} {kind.split(':')[0]} {fmt_ms(value)} ms")
+            print(
+                f"| {family} | {kind} | {turns:,} | {len(transcript.messages):,} "
+                f"| {fit.estimated_tokens / fit.budget:.2f} | {fit.dropped_turns:,} "
+                f"| {'yes' if fit.exact else 'no'} | {fmt_ms(value)} | {fmt_ms(max(wall))} "
+                f"| {fmt_ms(median(tuple(cpu)))} | {load:.0f} |",
+                flush=True,
+            )
+            load = 0.0  # loaded once per process
+    print(
+        f"\nTarget: cold fit near the edge < {TARGET_EDGE_MS:.0f} ms (wall median) -- "
+        + ("all met" if not misses else "missed: " + "; ".join(misses))
+    )
+    return misses
+
+
+def print_fit_header() -> None:
     print(
         f"\nSynthetic transcripts: one real head + N real turns cycled from "
         f"{_corpus.pool_size():,} corpus turns, {len(_corpus.all_tools())} tool schemas; "
@@ -227,6 +414,30 @@ def main() -> int:
         "| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
         "| ---: | ---: | ---: |"
     )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--quick", action="store_true", help="a tenth of the repetitions")
+    parser.add_argument("--profile", action="store_true", help="profile 1,000 turns anyway")
+    parser.add_argument("--sizes", type=int, nargs="*", default=list(SIZES))
+    parser.add_argument(
+        "--tables",
+        nargs="*",
+        default=["fit", "usage", "edge"],
+        choices=["fit", "usage", "edge"],
+        help="fit: cold and warm by size; usage: warm with an int usage in fixed "
+        "windows; edge: cold near the edge per local tokenizer",
+    )
+    parser.add_argument("--usage-sizes", type=int, nargs="*", default=list(USAGE_SIZES))
+    args = parser.parse_args()
+    if "fit" not in args.tables:
+        args.sizes = []
+
+    print("### fit() time, cold and warm (bench/bench_fit.py)\n")
+    print(_corpus.environment())
+    if args.sizes:
+        print_fit_header()
     missed: list[tuple[Scenario, str]] = []
     misses: list[str] = []
     scenarios: dict[tuple[int, str], Scenario] = {}
@@ -284,6 +495,11 @@ def main() -> int:
         ]
     for scenario, phase in to_profile:
         profile_phase(scenario, phase)
+    if "usage" in args.tables:
+        usage_reps = USAGE_REPETITIONS // 5 if args.quick else USAGE_REPETITIONS
+        usage_table(args.usage_sizes, usage_reps)
+    if "edge" in args.tables:
+        edge_table(2 if args.quick else EDGE_REPETITIONS)
     return 0
 
 

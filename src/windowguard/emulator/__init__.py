@@ -30,6 +30,7 @@ from .scenarios import echo as echo
 from .server import DEFAULT_TOKENIZER as DEFAULT_TOKENIZER
 from .server import CallRecord as CallRecord
 from .server import Emulator as Emulator
+from .usage import UsagePlan as UsagePlan
 
 __all__ = [
     "DEFAULT_TOKENIZER",
@@ -43,6 +44,7 @@ __all__ = [
     "Reply",
     "ToolCall",
     "ToolSpec",
+    "UsagePlan",
     "echo",
     "parse_faults",
 ]

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from ..exceptions import ConfigurationError
 
-__all__ = ["Fault", "FaultPlan", "parse_faults"]
+__all__ = ["Fault", "FaultPlan", "as_fault_plan", "parse_faults"]
 
 #: statuses a fault may carry: rate limiting, server errors and Anthropic's "overloaded"
 FAULT_STATUSES = frozenset({429, 500, 502, 503, 504, 529})
@@ -142,6 +142,25 @@ def parse_faults(spec: str, *, seed: int = 0) -> FaultPlan:
         probability=probability,
         random_fault=random_fault,
         seed=seed,
+    )
+
+
+def as_fault_plan(faults: FaultPlan | str | Mapping[int, int] | None, seed: int) -> FaultPlan:
+    """Any of the emulator's ``faults=`` forms as a plan (None: no faults).
+
+    Raises:
+        ConfigurationError: a form that is none of a plan, a spec string or a mapping.
+    """
+    if faults is None:
+        return FaultPlan(seed=seed)
+    if isinstance(faults, FaultPlan):
+        return faults
+    if isinstance(faults, str):
+        return parse_faults(faults, seed=seed)
+    if isinstance(faults, Mapping):
+        return FaultPlan.at(faults, seed=seed)
+    raise ConfigurationError(
+        f"faults must be a FaultPlan, a spec string or a mapping, got {type(faults).__name__}"
     )
 
 

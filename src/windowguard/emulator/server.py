@@ -45,7 +45,7 @@ from ..provider_errors import Flavor, WireError
 from ..templates import TEMPLATES, count_prompt
 from . import counting
 from ._body import DEFAULT_MAX_BODY_BYTES, BodyRefusal, declared_length, parse_json
-from .faults import FaultPlan, parse_faults
+from .faults import FaultPlan, as_fault_plan
 from .flavors import anthropic as anthropic_flavor
 from .flavors import openai as openai_flavor
 from .flavors import responses as responses_flavor
@@ -53,6 +53,7 @@ from .flavors import responses_render
 from .flavors._common import Answer, ParsedRequest, fit_reply, stable_id
 from .limits import Limits, ReplyBudget, enforce
 from .scenarios import EmulatorRequest, Policy, coerce_reply, resolve_policy
+from .usage import PrefixCache, UsagePlan, check_usage_plan
 
 __all__ = ["DEFAULT_TOKENIZER", "CallRecord", "Emulator"]
 
@@ -80,6 +81,9 @@ class CallRecord:
         prompt_tokens: the exact prompt count (None when refused before counting).
         completion_tokens: the reply's size (None when refused).
         max_output_tokens: the reply budget used (None when refused).
+        usage_reported: the answer carried usage (a :class:`.usage.UsagePlan` may omit it).
+        cached_tokens: the cached part of the prompt reported beside it (None: no
+            prompt cache emulated, or refused).
     """
 
     call_number: int
@@ -88,6 +92,8 @@ class CallRecord:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     max_output_tokens: int | None = None
+    usage_reported: bool = True
+    cached_tokens: int | None = None
 
 
 class _Server(ThreadingHTTPServer):
@@ -129,11 +135,15 @@ class Emulator:
         host: must be ``"127.0.0.1"`` (or ``"localhost"``).
         max_body_bytes: the largest request body read (32 MiB by default); a larger
             one is answered 413 in the flavour's shape before any of it is read.
+        usage: a :class:`.usage.UsagePlan`: answers without usage, an emulated prompt
+            cache reported inside or outside the prompt count (OpenAI-compatible
+            flavours only); None reports the exact prompt count on every answer.
 
     Raises:
         ConfigurationError: an unknown flavour or template, a window below 1, a
             non-local host, a tokenizer or fault spec that cannot be used, count APIs
-            that cannot be served together, or a ``max_body_bytes`` below 1.
+            that cannot be served together, a ``max_body_bytes`` below 1, or a usage
+            plan for the anthropic flavour.
     """
 
     def __init__(
@@ -153,6 +163,7 @@ class Emulator:
         port: int = 0,
         host: str = "127.0.0.1",
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        usage: UsagePlan | None = None,
     ) -> None:
         if flavor not in _FLAVORS:
             raise ConfigurationError(f"unknown emulator flavor {flavor!r}; use one of {_FLAVORS}")
@@ -169,6 +180,7 @@ class Emulator:
             raise ConfigurationError(f"max_body_bytes must be an int, got {max_body_bytes!r}")
         if max_body_bytes < 1:
             raise ConfigurationError(f"max_body_bytes must be >= 1, got {max_body_bytes}")
+        self.usage = check_usage_plan(usage, flavor)
         self.max_body_bytes = max_body_bytes
         self.flavor: Flavor = flavor  # type: ignore[assignment]
         self.context_window = context_window
@@ -184,7 +196,8 @@ class Emulator:
             )
         self.count_apis = counting.resolve_count_apis(flavor, count_apis, self.template)
         self.policy: Policy = resolve_policy(scenario)
-        self.faults = _fault_plan(faults, seed)
+        self.faults = as_fault_plan(faults, seed)
+        self._cache = PrefixCache(self.usage, self.counter, self.template)
         self._port = port
         self._lock = threading.Lock()
         self._calls = 0
@@ -399,6 +412,8 @@ class Emulator:
             body=body,
         )
         reply = coerce_reply(self.policy(request))
+        cached = self._cache.cached_tokens(parsed.messages, parsed.tools, prompt_tokens)
+        omitted = self.usage.omits(call_number)
         transcript_key = stable_id(self.seed, json.dumps(list(parsed.messages), sort_keys=True))
         fitted = fit_reply(
             reply,
@@ -415,6 +430,8 @@ class Emulator:
                 prompt_tokens=prompt_tokens,
                 completion_tokens=fitted.completion_tokens,
                 max_output_tokens=budget.max_output_tokens,
+                usage_reported=not omitted,
+                cached_tokens=cached,
             )
         )
         return Answer(
@@ -425,6 +442,9 @@ class Emulator:
             prompt_tokens=prompt_tokens,
             reply=fitted,
             window_bound=budget.window_bound,
+            usage_omitted=omitted,
+            cached_tokens=cached,
+            cached_excluded=self.usage.cache == "excluded",
         )
 
     def discovery(self, path: str) -> dict[str, Any] | None:
@@ -457,20 +477,6 @@ def _template_for(tokenizer: object) -> str:
     if "tekken" in name:
         return "mistral"
     return "openai"
-
-
-def _fault_plan(faults: FaultPlan | str | Mapping[int, int] | None, seed: int) -> FaultPlan:
-    if faults is None:
-        return FaultPlan(seed=seed)
-    if isinstance(faults, FaultPlan):
-        return faults
-    if isinstance(faults, str):
-        return parse_faults(faults, seed=seed)
-    if isinstance(faults, Mapping):
-        return FaultPlan.at(faults, seed=seed)
-    raise ConfigurationError(
-        f"faults must be a FaultPlan, a spec string or a mapping, got {type(faults).__name__}"
-    )
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -165,6 +165,10 @@ class Answer:
         prompt_tokens: the exact prompt count.
         reply: the fitted reply.
         window_bound: the window (not max_tokens) bounded the reply.
+        usage_omitted: the answer carries no usage (:class:`..usage.UsagePlan`).
+        cached_tokens: the cached part of the prompt to report beside its count; None
+            when no prompt cache is emulated (the flavour's own default details).
+        cached_excluded: the reported prompt count leaves the cached part out.
     """
 
     flavor: str
@@ -174,3 +178,13 @@ class Answer:
     prompt_tokens: int
     reply: FittedReply
     window_bound: bool = False
+    usage_omitted: bool = False
+    cached_tokens: int | None = None
+    cached_excluded: bool = False
+
+    @property
+    def reported_prompt_tokens(self) -> int:
+        """The prompt count the usage reports (the cached part left out, if so)."""
+        if self.cached_excluded and self.cached_tokens:
+            return self.prompt_tokens - self.cached_tokens
+        return self.prompt_tokens

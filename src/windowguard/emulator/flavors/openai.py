@@ -176,8 +176,10 @@ def _unanswered(open_calls: set[str], index: int) -> tuple[str, str]:
     )
 
 
-def _usage(answer: Answer) -> dict[str, Any]:
-    prompt = answer.prompt_tokens
+def _usage(answer: Answer) -> dict[str, Any] | None:
+    if answer.usage_omitted:
+        return None
+    prompt = answer.reported_prompt_tokens
     completion = answer.reply.completion_tokens
     usage: dict[str, Any] = {
         "prompt_tokens": prompt,
@@ -185,13 +187,18 @@ def _usage(answer: Answer) -> dict[str, Any]:
         "total_tokens": prompt + completion,
     }
     if answer.flavor == "openai":
-        usage["prompt_tokens_details"] = {"cached_tokens": 0, "audio_tokens": 0}
+        usage["prompt_tokens_details"] = {
+            "cached_tokens": answer.cached_tokens or 0,
+            "audio_tokens": 0,
+        }
         usage["completion_tokens_details"] = {
             "reasoning_tokens": 0,
             "audio_tokens": 0,
             "accepted_prediction_tokens": 0,
             "rejected_prediction_tokens": 0,
         }
+    elif answer.cached_tokens is not None:  # an emulated prompt cache (usage.UsagePlan)
+        usage["prompt_tokens_details"] = {"cached_tokens": answer.cached_tokens}
     elif answer.flavor == "vllm":
         usage["prompt_tokens_details"] = None
     return usage
@@ -273,7 +280,7 @@ def render_chat_stream(answer: Answer, *, include_usage: bool) -> Iterator[bytes
         for piece in pieces(call["function"]["arguments"], size=16):
             yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
     yield chunk({}, _finish_reason(answer))
-    if include_usage:
+    if include_usage and not answer.usage_omitted:
         yield sse(dict(base, choices=[], usage=_usage(answer)))
     yield sse("[DONE]")
 

@@ -33,12 +33,15 @@ from ._common import Answer, pieces, sse, stable_id
 __all__ = ["render_response", "render_response_stream"]
 
 
-def _usage(answer: Answer) -> dict[str, Any]:
-    prompt = answer.prompt_tokens
+def _usage(answer: Answer) -> dict[str, Any] | None:
+    if answer.usage_omitted:
+        return None
+    prompt = answer.reported_prompt_tokens
     completion = answer.reply.completion_tokens
+    cached = answer.cached_tokens or 0
     return {
         "input_tokens": prompt,
-        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+        "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": 0},
         "output_tokens": completion,
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": prompt + completion,
