@@ -40,6 +40,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tests.reference_templates import reference_count
+
 import _content
 import _corpus
 import windowguard as wg
@@ -67,7 +69,12 @@ FLOOR = 200  # the smallest reply a refusal must leave room for (seed 003)
 DENSE_SHARE = 1 / 3
 MIN_WINDOW, MAX_WINDOW = 4_096, 200_000
 ISSUE_LIST_TOKENS = 26_000
-TRUTH = "windowguard.templates.count_prompt + the family's exact tokenizer"
+TRUTH = (
+    "for Qwen, Mistral and Llama 3 the vendors' own software (the real Qwen3 jinja template "
+    "through transformers, mistral-common's request encoder, Meta's ChatFormat: "
+    "tests/reference_templates.py), for o200k/cl100k OpenAI's documented accounting "
+    "(windowguard.templates.count_prompt), each with the family's exact tokenizer"
+)
 
 Message = dict[str, Any]
 
@@ -455,8 +462,16 @@ def chat_form(
     return [dict(m) for m in parsed.messages], [dict(t) for t in parsed.tools]
 
 
+TRUTH_TALLY = {"reference": 0, "template": 0}
+REFERENCE_FAMILIES = ("qwen", "mistral", "llama3")
+"""Families whose servers' own software renders the truth (tests/reference_templates.py:
+the real Qwen3 jinja template through transformers, mistral-common's request encoder,
+Meta's ChatFormat); OpenAI's families use OpenAI's documented accounting."""
+
+
 class Truth:
-    """Exact prompt tokens of a family's server (see the module docstring)."""
+    """Exact prompt tokens of a family's server (see the module docstring): the family's
+    own software where it exists offline, else windowguard's template accounting."""
 
     def __init__(self, family: str) -> None:
         counter = local_tokenizer(family)
@@ -468,6 +483,15 @@ class Truth:
 
     def count(self, rendered: Rendered, messages: Sequence[Any]) -> int:
         chat, tools = chat_form(rendered.case.fmt, messages, rendered.system, rendered.tools)
+        if self.family in REFERENCE_FAMILIES:
+            try:
+                counted = reference_count(self.family, chat, tools or None)
+            except Exception:  # the reference refuses it (mistral-common: empty turns)
+                pass
+            else:
+                TRUTH_TALLY["reference"] += 1
+                return counted
+        TRUTH_TALLY["template"] += 1
         return count_prompt(self.counter, chat, tools or None, template=self.template)
 
 

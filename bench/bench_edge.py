@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.reference_templates
 
 import _edge
 from _corpus import environment
@@ -260,6 +261,12 @@ def main() -> int:
         "parsers (tool results as tool messages).\n"
     )
     sweep = run_sweep(cases, args.seed, args.modes, progress=args.progress)
+    print(
+        f"Truth counts: {_edge.TRUTH_TALLY['reference']:,} by the vendors' software, "
+        f"{_edge.TRUTH_TALLY['template']:,} by windowguard's template accounting (OpenAI "
+        "families, and requests the vendors' software refuses, such as mistral-common's "
+        "empty assistant messages).\n"
+    )
     for mode, outcomes in sweep.items():
         print_mode(mode, outcomes)
     print_classes(sweep)

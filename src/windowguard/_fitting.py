@@ -327,7 +327,8 @@ class FitContext:
         entries = ledger.entries
         head_stop = self.seg.head_stop
         if self.local_fixed is None:
-            self.local_fixed = local.fixed_tokens(self.fixed.tools) + self.fixed.system_raw
+            system = sum(local.message_tokens(shape) for shape in self.fixed.system_shapes)
+            self.local_fixed = local.fixed_tokens(self.fixed.tools) + system
             if entries and entries[-1].shape.kind == "assistant":
                 self.local_fixed += local.final_assistant_tokens
         summary = self.summary

@@ -27,7 +27,7 @@ from .adapters import format_evidence, shaper
 from .adapters.anthropic import shape_system
 from .estimate import Estimator
 from .exceptions import ConfigurationError, InvalidTranscriptError
-from .shapes import Format
+from .shapes import Format, Shape
 from .turns import TurnIndex
 
 __all__ = ["Fixed", "RequestParts", "Transcript", "update_transcript"]
@@ -307,11 +307,14 @@ class Fixed:
     system_raw: int
     tools: tuple[object, ...]
     bound: int = 0
+    system_shapes: tuple[Shape, ...] = ()
+    """Anthropic's separate system argument as shapes (a local tokenizer counts them as
+    the template renders a system message)."""
 
 
-_Cached = tuple[object, tuple[int, ...], int, str, int]
+_Cached = tuple[object, tuple[int, ...], int, str, int, tuple[Shape, ...]]
 """A system argument's or tools' cache entry: the value, its elements' identities, its
-raw estimate, its content digest and its bound."""
+raw estimate, its content digest, its bound and (a system argument's) its shapes."""
 
 
 class RequestParts:
@@ -352,9 +355,10 @@ class RequestParts:
             elements = _elements(system)
             if cached is None or cached[0] is not system or cached[1] != elements:
                 costs = message_costs(estimator)
-                parts = [costs(s) for s in shape_system(system)]
+                shapes = shape_system(system)
+                parts = [costs(s) for s in shapes]
                 tokens, bound = sum(p[0] for p in parts), sum(p[1] for p in parts)
-                cached = self._system = (system, elements, tokens, digest(system), bound)
+                cached = self._system = (system, elements, tokens, digest(system), bound, shapes)
             system_entry = cached
         if tools:
             known = self._tools
@@ -364,7 +368,7 @@ class RequestParts:
                     tokens, bound = tools_costs(estimator, tools)
                 except RecursionError as exc:
                     raise ConfigurationError(f"tools nest too deeply to serialise: {exc}") from exc
-                known = self._tools = (tools, elements, tokens, digest(tools), bound)
+                known = self._tools = (tools, elements, tokens, digest(tools), bound, ())
             tools_entry = known
         last = self._last
         if (
@@ -377,8 +381,10 @@ class RequestParts:
         raw = estimator.request_tokens
         bound = request_bound(estimator)
         system_digest, system_raw = "", 0
+        system_shapes: tuple[Shape, ...] = ()
         if system_entry is not None:
             system_raw, system_digest = system_entry[2], system_entry[3]
+            system_shapes = system_entry[5]
             raw += system_raw
             bound += system_entry[4]
         tools_digest = ""
@@ -394,6 +400,7 @@ class RequestParts:
             system_raw=system_raw,
             tools=tool_tuple,
             bound=max(bound, raw),
+            system_shapes=system_shapes,
         )
         self._last = (fmt, system_entry, tools_entry, fixed)
         return fixed

@@ -614,6 +614,11 @@ class ContextWindowManager:
                     ctx, messages, system, events, False, calls
                 )
         if refused is not None and self._shrink_below(ctx, refused, max_tokens, safety):
+            if not ctx.use_upper:
+                # With only the heuristic, its error may be more than the token the new
+                # window takes off: send less again, down to the low-water mark.
+                lowered = int(ctx.budget.input_tokens * self.low_water)
+                ctx.budget = replace(ctx.budget, input_tokens=lowered)
             dropped = choose(ctx, self._factors, self._policy)
         elif (
             distrust
@@ -956,10 +961,11 @@ class ContextWindowManager:
             return
         self._auto_local = False
         head = [e.shape for e in run.ledger.entries[:head_stop]]
-        tools, system_raw = fixed.tools, fixed.system_raw
+        tools, system_shapes = fixed.tools, fixed.system_shapes
 
         def count_with(accounting: TemplateAccounting) -> int:
-            counted = accounting.fixed_tokens(tools) + system_raw
+            counted = accounting.fixed_tokens(tools)
+            counted += sum(accounting.message_tokens(shape) for shape in system_shapes)
             return counted + sum(accounting.message_tokens(shape) for shape in head)
 
         found = infer_family(base.tokens, count_with)
