@@ -580,9 +580,8 @@ def test_an_overflow_without_a_count_makes_every_refit_send_less(counter: str) -
         assert refit.context_window < sent.context_window
         seen.add((len(refit.messages), refit.max_tokens))
         sent = refit
-    # a send that was not refused keeps the window the refusals taught
-    again = mgr.fit(messages, tools=TOOLS, max_tokens=500, last_usage=wg.NO_USAGE)
-    assert again.context_window == mgr.context_window < 9_000
+    # the window the refusals taught stays for the run
+    assert mgr.context_window < 9_000
 
 
 def test_tools_and_system_edited_in_place_are_counted_again() -> None:
