@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import content_classes as cc
 import exact_tokenizers as ex
 from windowguard.adapters import shape_messages
 from windowguard.estimate import (
@@ -478,6 +479,17 @@ def test_features_never_decrease_when_characters_are_appended(text: str, more: s
 
 
 _SOUP = "aZ0 \n.,;:_-/'\"(){}\t\u00e9\u4e2d\U0001f600"
+# The starts that are jointly a lower bound on the exact count in every family: a
+# letter after a space, newline or digit, a digit after anything but a digit (after a
+# space two), a newline after a letter or digit. The other floors of TOKEN_STARTS
+# (punctuation after a letter *and* a letter after punctuation, CamelCase steps,
+# multi-byte characters) over-price on purpose: ",banana" is one pre-token.
+STRICT_STARTS = {
+    **{f"{c}_after_{b}": 1 for c in ("lower", "upper") for b in ("space", "newline", "digit")},
+    **{f"digit_after_{b}": 1 for b in ("lower", "upper", "newline", "punct", "multibyte")},
+    "digit_after_space": 2,
+    **{f"newline_after_{b}": 1 for b in ("lower", "upper", "digit")},
+}
 
 
 @settings(max_examples=300, deadline=None)
@@ -488,13 +500,14 @@ _SOUP = "aZ0 \n.,;:_-/'\"(){}\t\u00e9\u4e2d\U0001f600"
         st.lists(st.sampled_from(["x", "7", "A", "it's", "3.5", "-2"]), min_size=1).map(" ".join),
     )
 )
-def test_token_starts_never_exceed_the_exact_count(text: str) -> None:
-    # The fit keeps every TOKEN_STARTS weight at or above its least cost, which is only
-    # safe if each of those characters really begins that many tokens in every family.
+def test_strict_token_starts_never_exceed_the_exact_count(text: str) -> None:
+    # Each of these characters really begins that many tokens in every family, so
+    # flooring their weights never costs more than the text's own tokens.
     features = text_features(text)
-    starts = sum(features[FEATURES.index(name)] * n for name, n in TOKEN_STARTS.items())
+    starts = sum(features[FEATURES.index(name)] * n for name, n in STRICT_STARTS.items())
     for family in EXACT:
         assert starts <= counter(family).count(text), family
+    assert set(STRICT_STARTS) <= set(TOKEN_STARTS)
 
 
 def test_every_family_prices_a_token_start_at_its_least_cost() -> None:
@@ -632,5 +645,148 @@ def test_unknown_family_head_is_not_inflated() -> None:
     ]
     exact = max(count_prompt(counter(f), head, None, template=TEMPLATE_OF[f]) for f in EXACT)
     unknown = Estimator(None).count(head)
-    assert max(Estimator(f).count(head) for f in EXACT) <= unknown <= 2 * exact
+    # (Revision 6 prices English words by their length, as words no vocabulary holds:
+    # 166 against 78 here; revision 5 gave 119.)
+    assert max(Estimator(f).count(head) for f in EXACT) <= unknown <= 2.5 * exact
     assert unknown < Estimator("claude").count(head)
+
+
+# --------------------------------------------------------------------------- issue 18
+# Content classes designed from the tokenizers' pre-token rules (tests/content_classes.py):
+# the heuristic errs high by construction on every one, in every family with an offline
+# tokenizer, as a tool result and as a user message; compact JSON arguments as a tool call.
+
+
+@functools.lru_cache(maxsize=5_000)
+def exact_call(family: str, arguments: str) -> int:
+    return cc.exact_call_cost(counter(family), TEMPLATE_OF[family], arguments)
+
+
+@pytest.mark.parametrize("family", EXACT)
+@pytest.mark.parametrize("content", sorted(cc.TEXT_CLASSES))
+@PROPERTY
+@given(data=st.data())
+def test_pre_token_classes_are_never_under_counted(family: str, content: str, data: Any) -> None:
+    text = data.draw(cc.strategy(cc.TEXT_CLASSES[content]), label=content)
+    assert_covered(family, text)
+
+
+@pytest.mark.parametrize("family", EXACT)
+@pytest.mark.parametrize("content", sorted(cc.CALL_CLASSES))
+@PROPERTY
+@given(data=st.data())
+def test_tool_call_arguments_are_never_under_counted(family: str, content: str, data: Any) -> None:
+    arguments = data.draw(cc.strategy(cc.CALL_CLASSES[content]), label=content)
+    shape = shape_messages([cc.call_message(arguments)], format="openai_chat").shapes[0]
+    estimate, exact = Estimator(family).message_tokens(shape), exact_call(family, arguments)
+    assert estimate >= exact, f"{family}: {estimate} < {exact} for {arguments[:120]!r}"
+
+
+@pytest.mark.parametrize("family", EXACT)
+@pytest.mark.parametrize("content", sorted(cc.SCHEMA_CLASSES))
+@PROPERTY
+@given(data=st.data())
+def test_issue_schema_classes_are_never_under_counted(family: str, content: str, data: Any) -> None:
+    tools = data.draw(cc.strategy(cc.SCHEMA_CLASSES[content]), label=content)
+    exact = exact_tool_block(family, tools)
+    estimate = Estimator(family).tools_tokens(tools)
+    assert estimate >= exact, f"{family}: {len(tools)} tools estimated {estimate} < {exact}"
+
+
+@pytest.mark.parametrize("family", EXACT)
+@pytest.mark.parametrize("language", sorted(cc.LANGUAGE_SAMPLES))
+def test_real_samples_of_latin_languages_are_covered(family: str, language: str) -> None:
+    assert_covered(family, cc.LANGUAGE_SAMPLES[language])
+
+
+# --------------------------------------------------------------------------- monotone schemas
+
+
+def _enums(tools: list[dict[str, Any]]) -> list[list[Any]]:
+    found: list[list[Any]] = []
+
+    def walk(value: object) -> None:
+        if isinstance(value, dict):
+            if isinstance(value.get("enum"), list):
+                found.append(value["enum"])
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    walk(tools)
+    return found
+
+
+def _objects(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+
+    def walk(value: object) -> None:
+        if isinstance(value, dict):
+            if isinstance(value.get("properties"), dict):
+                found.append(value)
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    walk(tools)
+    return found
+
+
+@st.composite
+def schema_growth(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A tool set and the same set with one thing added: a tool, a property, an enum value
+    (a string, an integer or an object), a required name, or characters appended to a
+    description -- anywhere in the lists and dicts."""
+    tools = draw(st.one_of(*SCHEMA_CLASSES.values(), *map(cc.strategy, cc.SCHEMA_CLASSES.values())))
+    grown = json.loads(json.dumps(tools))
+    kind = draw(st.sampled_from(["tool", "property", "enum", "required", "description"]))
+    if kind == "tool":
+        tool = draw(tool_schemas("mixed"))
+        grown.insert(draw(st.integers(0, len(grown))), tool)
+    elif kind == "enum" and _enums(grown):
+        values = draw(st.sampled_from(_enums(grown)))
+        value = draw(st.one_of(enum_values, st.integers(0, 999), st.just({"type": "object"})))
+        values.insert(draw(st.integers(0, len(values))), value)
+    elif kind in ("property", "required") and _objects(grown):
+        schema = draw(st.sampled_from(_objects(grown)))
+        name = draw(identifiers) + "_new"
+        if kind == "required":
+            schema.setdefault("required", []).append(name)
+        else:
+            items = list(schema["properties"].items())
+            items.insert(draw(st.integers(0, len(items))), (name, draw(properties)))
+            schema["properties"] = dict(items)
+    else:
+        function = draw(st.sampled_from(grown))["function"]
+        function["description"] = function.get("description", "") + draw(st.text(min_size=1))
+    return tools, grown
+
+
+@settings(max_examples=150, deadline=None)
+@given(drawn=schema_growth())
+def test_schema_estimates_are_monotone(drawn: Any) -> None:
+    tools, grown = drawn
+    for family in (*sorted(FAMILIES), None):
+        est = Estimator(family)
+        assert est.tools_tokens(grown) >= est.tools_tokens(tools), family
+        assert est.tools_costs(grown)[1] >= est.tools_costs(tools)[1], family
+
+
+@pytest.mark.parametrize("family", [*sorted(FAMILIES), None])
+def test_an_object_in_a_long_enum_does_not_halve_the_estimate(family: str | None) -> None:
+    # Issue 18: appending one object to a 300-string enum halved the estimate
+    # (2,427 -> 1,230) while the exact count rose.
+    enum: list[Any] = [f"value_{n}" for n in range(300)]
+    tool = {
+        "type": "function",
+        "function": {"name": "pick", "parameters": {"type": "object", "properties": {
+            "choice": {"type": "string", "enum": enum}}}},
+    }  # fmt: skip
+    grown = json.loads(json.dumps(tool))
+    grown["function"]["parameters"]["properties"]["choice"]["enum"].append({"a": 1})
+    est = Estimator(family)
+    assert est.tools_tokens([grown]) >= est.tools_tokens([tool])

@@ -108,6 +108,10 @@ FEATURES: Final = (
     # Every run of two or more spaces/tabs: its second space begins a pre-token of its
     # own (``\s+(?!\S)`` leaves the last space to the word after it).
     "space_runs",
+    # What JSON may add to dense text (tool results, arguments): one per quote,
+    # backslash, newline, carriage return, tab, comma and colon, five per control
+    # character. Prose and schema weights keep it at 0 (their text is never escaped).
+    "escapable",
 )
 _PAIR_FEATURES: Final = len(_CLASSES) * len(_PRECEDING) + 4  # looked up per character
 _LETTERS: Final = ("lower", "upper")
@@ -177,6 +181,12 @@ _RUN_MARKS: Final = bytes(
     (66 if pair >> 4 == _SPACE else 65) if pair & 15 == _SPACE else 67 for pair in range(256)
 )
 _SPACE_RUN: Final = b"AB"
+# What escaping (and re-serialising) may add per byte: a quote, backslash, newline,
+# carriage return or tab one (\", \\, \n, \r, \t); another control character five
+# (\u00XX); a comma or colon one (", ", ": ").
+_ESCAPE_EXTRA: Final = bytes(
+    1 if chr(b) in '"\\\n\r\t,:' else 5 if b < 0x20 or b == 0x7F else 0 for b in range(256)
+)
 
 
 def _pair_codes(data: bytes) -> tuple[bytes, bytes]:
@@ -209,6 +219,7 @@ def text_features(text: str) -> tuple[int, ...]:
         codes.count(_LOWER_RUN),
         codes.count(_UPPER_RUN),
         pairs.translate(_RUN_MARKS).count(_SPACE_RUN),
+        sum(data.translate(_ESCAPE_EXTRA)),
         len(data),
     )
 
@@ -229,18 +240,22 @@ ESCAPE_BYTES: Final = 5  # a control character is shown as \u00XX: five bytes mo
 
 @dataclass(frozen=True, slots=True)
 class CostTables:
-    """A weight vector as two byte tables over pair codes: a character's cost in 1/256
-    tokens is ``high << shift | low``. ``shift`` keeps both parts small, so Adler-32
-    sums ``chunk`` bytes of either exactly in one C call (its first half is 1 + the sum
-    modulo 65521)."""
+    """A weight vector as byte tables over pair codes: a character's cost in 1/256
+    tokens is ``(high << shift | low) << granule``. ``granule`` divides out the grid the
+    weights sit on (the fit writes multiples of 1/32: ``granule`` 3, and every cost then
+    fits in ``low`` alone, one table); ``shift`` keeps both parts small, so Adler-32 sums
+    ``chunk`` bytes of either exactly in one C call (its first half is 1 + the sum modulo
+    65521)."""
 
     high: bytes | None  # None: every cost is below 1 << shift
     low: bytes
     shift: int
+    granule: int
     chunk: int
     lower_run: int
     upper_run: int
     space_run: int
+    escape: int
 
 
 @functools.lru_cache(maxsize=64)
@@ -263,6 +278,21 @@ def cost_tables(weights: tuple[float, ...]) -> CostTables:
             )
         units.append(unit)
     costs = [0 if f is None else units[f] for f in _PAIR_FEATURE]
+    granule = next(g for g in range(8, -1, -1) if all(cost % (1 << g) == 0 for cost in costs))
+    costs = [cost >> granule for cost in costs]
+    if max(costs) < 256:  # one table: every cost fits in a byte
+        low = bytes(costs)
+        return CostTables(
+            high=None,
+            low=low,
+            shift=0,
+            granule=granule,
+            chunk=_ADLER_EXACT // max(1, *low),
+            lower_run=units[_PAIR_FEATURES],
+            upper_run=units[_PAIR_FEATURES + 1],
+            space_run=units[_PAIR_FEATURES + 2],
+            escape=units[_PAIR_FEATURES + 3],
+        )
     # The split whose larger part is smallest: the longest run Adler-32 sums exactly.
     shift = min(
         (s for s in range(1, 9) if max(costs) >> s < 256),
@@ -274,10 +304,12 @@ def cost_tables(weights: tuple[float, ...]) -> CostTables:
         high=high if any(high) else None,
         low=low,
         shift=shift,
+        granule=granule,
         chunk=_ADLER_EXACT // max(1, *high, *low),
         lower_run=units[_PAIR_FEATURES],
         upper_run=units[_PAIR_FEATURES + 1],
         space_run=units[_PAIR_FEATURES + 2],
+        escape=units[_PAIR_FEATURES + 3],
     )
 
 
@@ -303,6 +335,7 @@ _LONG_DIGITS: Final = bytes([_DIGIT]) * 17
 # most 21 bytes ("1e15" -> "1000000000000000.0", at most 24 bytes); one of 17 or more
 # digits without one by at most 6 ("1.2345678901234568e+17").
 _EXPONENT_GROWTH: Final = 21
+_ESCAPE_CHUNK: Final = _ADLER_EXACT // 5
 _LONG_NUMBER_GROWTH: Final = 6
 NONE: Final = 0
 ESCAPED: Final = 1  # a template may show the text as a JSON string (tool results)
@@ -342,6 +375,14 @@ def scan(
     lower_runs = upper_runs = space_runs = -1  # counted once, when a weight needs them
     best = 0
     adler = zlib.adler32
+    escapes = 0
+    if shown or tables[0].escape:  # dense text (every member prices it), or the bound
+        extra = data.translate(_ESCAPE_EXTRA)
+        escapes = (
+            (adler(extra) & 0xFFFF) - 1
+            if size < _ESCAPE_CHUNK
+            else bounded_sum(extra, _ESCAPE_CHUNK)
+        )
     for cost in tables:
         chunk = cost.chunk
         part = pairs.translate(cost.low)
@@ -351,6 +392,7 @@ def scan(
             units += (
                 (adler(part) & 0xFFFF) - 1 if size < chunk else bounded_sum(part, chunk)
             ) << cost.shift
+        units <<= cost.granule
         if cost.lower_run:
             if lower_runs < 0:
                 lower_runs = codes.count(_LOWER_RUN)
@@ -363,6 +405,7 @@ def scan(
             if space_runs < 0:
                 space_runs = pairs.translate(_RUN_MARKS).count(_SPACE_RUN)
             units += cost.space_run * space_runs
+        units += cost.escape * escapes
         if units > best:
             best = units
     # The bound: bytes as a byte-level BPE sees them (Qwen normalises to NFC first, which
@@ -378,14 +421,8 @@ def scan(
     if shown:
         bound += (
             2  # the quotes of a JSON string
-            + data.count(b'"')
-            + data.count(b"\\")
-            + codes.count(_NEWLINE)
-            + data.count(b"\t")
-            + ESCAPE_BYTES * controls
-            # json.dumps(json.loads(text)): ", " and ": ", numbers re-printed
-            + data.count(b",")
-            + data.count(b":")
+            + escapes
+            # json.dumps(json.loads(text)) re-prints numbers
             + _EXPONENT_GROWTH * (pairs.count(_DIGIT_LETTER[0]) + pairs.count(_DIGIT_LETTER[1]))
             + _LONG_NUMBER_GROWTH * codes.count(_LONG_DIGITS)
         )

@@ -220,7 +220,7 @@ class Estimator:
             raise ConfigurationError(
                 f"unknown content class {content_class!r}; expected 'prose' or 'dense'"
             )
-        return scan(weights, text)[0]
+        return scan(weights, text, shown=ESCAPED if weights is self._dense else NONE)[0]
 
     def _id_costs(self, call_id: str) -> tuple[int, int]:
         known = self._ids.get(call_id)
