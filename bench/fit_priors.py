@@ -74,6 +74,7 @@ import exact_tokenizers as ex  # noqa: E402
 from windowguard._estimate_features import (  # noqa: E402
     FEATURES,
     LETTER_RATE_FLOOR,
+    STRICT_STARTS,
     TOKEN_STARTS,
     text_features,
 )
@@ -1127,9 +1128,18 @@ def solve(
     # such starts (TOKEN_STARTS).
     # Letters after the first of a word cost at least LETTER_RATE_FLOOR each (words no
     # vocabulary holds), in prose and dense text.
+    # The schema class prices a stand-in for what templates show (schema_text, not the
+    # rendered JSON or TypeScript), so only the strict starts bound it from below (a
+    # description of "x " * 2000 is 2,000 words in every rendering); its "newline after
+    # X" weights are equal (below), the rest fitted.
     weight_bounds = [
-        (float(max(TOKEN_STARTS.get(feature, 0), LETTER_FLOORS.get(feature, 0))), MAX_WEIGHT)
-        for _ in CLASSES
+        (
+            float(STRICT_STARTS.get(feature, 0))
+            if cls == "schema"
+            else float(max(TOKEN_STARTS.get(feature, 0), LETTER_FLOORS.get(feature, 0))),
+            MAX_WEIGHT,
+        )
+        for cls in CLASSES
         for feature in FEATURES
     ]
     # Only dense text is ever JSON-escaped: prose and schema text price no escapes (and

@@ -34,7 +34,9 @@ from windowguard.adapters import shape_messages
 from windowguard.estimate import (
     FAMILIES,
     FEATURES,
+    LETTER_RATE_FLOOR,
     MEASURED_FAMILIES,
+    STRICT_STARTS,
     TOKEN_STARTS,
     Estimator,
     text_features,
@@ -479,17 +481,6 @@ def test_features_never_decrease_when_characters_are_appended(text: str, more: s
 
 
 _SOUP = "aZ0 \n.,;:_-/'\"(){}\t\u00e9\u4e2d\U0001f600"
-# The starts that are jointly a lower bound on the exact count in every family: a
-# letter after a space, newline or digit, a digit after anything but a digit (after a
-# space two), a newline after a letter or digit. The other floors of TOKEN_STARTS
-# (punctuation after a letter *and* a letter after punctuation, CamelCase steps,
-# multi-byte characters) over-price on purpose: ",banana" is one pre-token.
-STRICT_STARTS = {
-    **{f"{c}_after_{b}": 1 for c in ("lower", "upper") for b in ("space", "newline", "digit")},
-    **{f"digit_after_{b}": 1 for b in ("lower", "upper", "newline", "punct", "multibyte")},
-    "digit_after_space": 2,
-    **{f"newline_after_{b}": 1 for b in ("lower", "upper", "digit")},
-}
 
 
 @settings(max_examples=300, deadline=None)
@@ -502,7 +493,8 @@ STRICT_STARTS = {
 )
 def test_strict_token_starts_never_exceed_the_exact_count(text: str) -> None:
     # Each of these characters really begins that many tokens in every family, so
-    # flooring their weights never costs more than the text's own tokens.
+    # flooring their weights never costs more than the text's own tokens (the other
+    # floors of TOKEN_STARTS over-price on purpose: ",banana" is one pre-token).
     features = text_features(text)
     starts = sum(features[FEATURES.index(name)] * n for name, n in STRICT_STARTS.items())
     for family in EXACT:
@@ -511,9 +503,16 @@ def test_strict_token_starts_never_exceed_the_exact_count(text: str) -> None:
 
 
 def test_every_family_prices_a_token_start_at_its_least_cost() -> None:
+    # Prose and dense text, the text templates show (schema text is a stand-in, fitted).
+    letters = ("lower_after_lower", "upper_after_upper", "lower_after_upper")
     for priors in FAMILIES.values():
-        for weights in (priors.prose_weights, priors.dense_weights, priors.schema_weights):
+        for weights in (priors.prose_weights, priors.dense_weights):
             assert all(weights[FEATURES.index(name)] >= n for name, n in TOKEN_STARTS.items())
+            assert all(weights[FEATURES.index(name)] >= LETTER_RATE_FLOOR for name in letters)
+        schema = priors.schema_weights
+        assert all(schema[FEATURES.index(name)] >= n for name, n in STRICT_STARTS.items())
+        newlines = {w for f, w in zip(FEATURES, schema) if f.startswith("newline_")}
+        assert len(newlines) == 1  # appending to a schema line never lowers its estimate
 
 
 @pytest.mark.parametrize("family", EXACT)

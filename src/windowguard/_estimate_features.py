@@ -42,6 +42,7 @@ __all__ = [
     "BIGRAM_CLASSES",
     "FEATURES",
     "LETTER_RATE_FLOOR",
+    "STRICT_STARTS",
     "TOKEN_STARTS",
     "CostTables",
     "cost_tables",
@@ -142,11 +143,24 @@ TOKEN_STARTS: Final[Mapping[str, float]] = {
 """Features whose every occurrence begins a new pre-token (or, where noted, nearly always
 a new token) in every byte-level BPE family, with the tokens each costs at least."""
 
-LETTER_RATE_FLOOR: Final = 0.5
+STRICT_STARTS: Final[Mapping[str, float]] = {
+    **{f"{c}_after_{b}": 1 for c in _LETTERS for b in ("space", "newline", "digit")},
+    **{f"digit_after_{b}": 1 for b in ("lower", "upper", "punct", "newline", "multibyte")},
+    "digit_after_space": 2,
+    **{f"newline_after_{b}": 1 for b in ("lower", "upper", "digit")},
+}
+"""The starts of :data:`TOKEN_STARTS` that are jointly a lower bound on the exact count in
+every family (a letter after a space, newline or digit; a digit after anything but a
+digit, two after a space; a newline after a letter or digit). The others over-price on
+purpose where two starts share a pre-token (``",banana"`` is one)."""
+
+LETTER_RATE_FLOOR: Final = 0.4375
 """Tokens per letter after the first of a word (``lower_after_lower``,
-``upper_after_upper``, ``lower_after_upper``) at least: words no vocabulary holds (Welsh,
-Swahili, pinyin, random syllables) take ~0.45-0.5 tokens per letter in the worst family
-(docs/decisions/0002-estimator.md, revision 6)."""
+``upper_after_upper``, ``lower_after_upper``, a letter after a multi-byte letter) at
+least: a word of n letters no vocabulary holds (pseudo-words of real syllables: Welsh,
+Swahili, pinyin) takes at most ``1 + 0.4375 (n - 1)`` tokens on average in the worst
+family, with the 8-letter run feature above 8 (docs/decisions/0002-estimator.md,
+revision 6)."""
 
 # Class pairs (a = lower-case letter, A = upper, 0 = digit, " " = space/tab,
 # "\n" = newline, "." = other ASCII) the tests build texts of: nothing but that
@@ -432,8 +446,9 @@ def scan(
             bound += 4 * (size - len(text))
     # The generalisation margin (x 17/16, + 1), then ceil to whole tokens; a byte-level
     # BPE emits at most one token per byte of what the template shows: the text, where a
-    # control character may be JSON-escaped into six bytes (\u00XX).
+    # control character may be JSON-escaped into six bytes (\u00XX), or for dense text
+    # the bound (a two-byte tool result is shown as "\"ok\"": three tokens).
     tokens = -(-best * MARGIN_NUM // (MARGIN_DEN * SCALE)) + _MARGIN_ADD
     if ceiling and tokens > size:
-        tokens = min(tokens, size + ESCAPE_BYTES * controls)
+        tokens = min(tokens, bound if shown else size + ESCAPE_BYTES * controls)
     return tokens, bound
