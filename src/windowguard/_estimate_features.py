@@ -102,10 +102,6 @@ FEATURES: Final = (
     "utf8_3byte",
     "utf8_4byte",
     "control",
-    # Every 8 lower-case and every 8 upper-case letters in a row (long words and random
-    # identifiers split into more tokens than their length at a word's rate).
-    "lower_runs_8",
-    "upper_runs_8",
     # Every run of two or more spaces/tabs: its second space begins a pre-token of its
     # own (``\s+(?!\S)`` leaves the last space to the word after it).
     "space_runs",
@@ -154,20 +150,17 @@ every family (a letter after a space, newline or digit; a digit after anything b
 digit, two after a space; a newline after a letter or digit). The others over-price on
 purpose where two starts share a pre-token (``",banana"`` is one)."""
 
-LETTER_RATE_FLOOR: Final = 0.4375
+LETTER_RATE_FLOOR: Final = 0.46875
 """Tokens per letter after the first of a word (``lower_after_lower``,
 ``upper_after_upper``, ``lower_after_upper``, a letter after a multi-byte letter) at
 least: a word of n letters no vocabulary holds (pseudo-words of real syllables: Welsh,
-Swahili, pinyin) takes at most ``1 + 0.4375 (n - 1)`` tokens on average in the worst
-family, with the 8-letter run feature above 8 (docs/decisions/0002-estimator.md,
-revision 6)."""
+Swahili, pinyin) takes at most ``1 + 0.46875 (n - 1)`` tokens on average in the worst
+family at every length up to 30 (docs/decisions/0002-estimator.md, revision 6)."""
 
 # Class pairs (a = lower-case letter, A = upper, 0 = digit, " " = space/tab,
 # "\n" = newline, "." = other ASCII) the tests build texts of: nothing but that
 # transition, random characters of the two classes in runs of 1-3.
 BIGRAM_CLASSES: Final = tuple(a + b for a in "aA0. \n" for b in "aA0. \n")
-_LOWER_RUN: Final = bytes([_LOWER]) * 8
-_UPPER_RUN: Final = bytes([_UPPER]) * 8
 
 
 def _pair_feature(pair: int) -> int | None:
@@ -226,12 +219,10 @@ def text_features(text: str) -> tuple[int, ...]:
     data = text.encode("utf-8", "surrogatepass")
     if not data:
         return (0,) * (len(FEATURES) + 1)
-    codes, pairs = _pair_codes(data)
+    _, pairs = _pair_codes(data)
     count = pairs.translate(_FEATURE_LETTERS).count
     return (
         *(count(64 + feature) for feature in range(_PAIR_FEATURES)),
-        codes.count(_LOWER_RUN),
-        codes.count(_UPPER_RUN),
         pairs.translate(_RUN_MARKS).count(_SPACE_RUN),
         sum(data.translate(_ESCAPE_EXTRA)),
         len(data),
@@ -254,20 +245,24 @@ ESCAPE_BYTES: Final = 5  # a control character is shown as \u00XX: five bytes mo
 
 @dataclass(frozen=True, slots=True)
 class CostTables:
-    """A weight vector as byte tables over pair codes: a character's cost in 1/256
-    tokens is ``(high << shift | low) << granule``. ``granule`` divides out the grid the
-    weights sit on (the fit writes multiples of 1/32: ``granule`` 3, and every cost then
-    fits in ``low`` alone, one table); ``shift`` keeps both parts small, so Adler-32 sums
-    ``chunk`` bytes of either exactly in one C call (its first half is 1 + the sum modulo
-    65521)."""
+    """A weight vector as byte tables over pair codes.
 
+    A character's cost in 1/256 tokens is ``whole << granule`` and also
+    ``(high << shift | low) << granule``: ``granule`` divides out the grid the weights sit
+    on (the fit writes multiples of 1/32, ``granule`` 3). A short text is summed through
+    ``whole`` alone (one ``translate``, one Adler-32 call, exact up to ``whole_chunk``
+    bytes); a longer one through the two small parts, which Adler-32 sums exactly in
+    slices of ``chunk`` bytes (its first half is 1 + the sum modulo 65521), so a long
+    tool result takes a few C calls, not one per 256 bytes.
+    """
+
+    whole: bytes
+    whole_chunk: int  # 0: some cost does not fit in a byte
     high: bytes | None  # None: every cost is below 1 << shift
     low: bytes
     shift: int
     granule: int
     chunk: int
-    lower_run: int
-    upper_run: int
     space_run: int
     escape: int
 
@@ -294,36 +289,24 @@ def cost_tables(weights: tuple[float, ...]) -> CostTables:
     costs = [0 if f is None else units[f] for f in _PAIR_FEATURE]
     granule = next(g for g in range(8, -1, -1) if all(cost % (1 << g) == 0 for cost in costs))
     costs = [cost >> granule for cost in costs]
-    if max(costs) < 256:  # one table: every cost fits in a byte
-        low = bytes(costs)
-        return CostTables(
-            high=None,
-            low=low,
-            shift=0,
-            granule=granule,
-            chunk=_ADLER_EXACT // max(1, *low),
-            lower_run=units[_PAIR_FEATURES],
-            upper_run=units[_PAIR_FEATURES + 1],
-            space_run=units[_PAIR_FEATURES + 2],
-            escape=units[_PAIR_FEATURES + 3],
-        )
+    top = max(costs)
     # The split whose larger part is smallest: the longest run Adler-32 sums exactly.
     shift = min(
-        (s for s in range(1, 9) if max(costs) >> s < 256),
-        key=lambda s: max(max(costs) >> s, (1 << s) - 1),
+        (s for s in range(1, 9) if top >> s < 256),
+        key=lambda s: max(top >> s, (1 << s) - 1),
     )
     high = bytes(cost >> shift for cost in costs)
     low = bytes(cost & ((1 << shift) - 1) for cost in costs)
     return CostTables(
+        whole=bytes(min(cost, 255) for cost in costs),
+        whole_chunk=_ADLER_EXACT // max(1, top) if top < 256 else 0,
         high=high if any(high) else None,
         low=low,
         shift=shift,
         granule=granule,
         chunk=_ADLER_EXACT // max(1, *high, *low),
-        lower_run=units[_PAIR_FEATURES],
-        upper_run=units[_PAIR_FEATURES + 1],
-        space_run=units[_PAIR_FEATURES + 2],
-        escape=units[_PAIR_FEATURES + 3],
+        space_run=units[_PAIR_FEATURES],
+        escape=units[_PAIR_FEATURES + 1],
     )
 
 
@@ -343,7 +326,10 @@ def bounded_sum(data: bytes, chunk: int) -> int:
 
 
 # What the bound adds to a text's UTF-8 length (see _estimate_bound.py):
-_DIGIT_LETTER: Final = (bytes([_DIGIT << 4 | _LOWER]), bytes([_DIGIT << 4 | _UPPER]))
+_DIGIT_LETTERS: Final = bytes([_DIGIT << 4 | _LOWER, _DIGIT << 4 | _UPPER])
+# The first byte of a JSON text Python's json.loads accepts (objects, arrays, strings,
+# numbers, true/false/null, NaN, Infinity): any other text is shown as a JSON string.
+_JSON_START: Final = frozenset(bytes([b]) for b in b'{["-0123456789tfnNI')
 _LONG_DIGITS: Final = bytes([_DIGIT]) * 17
 # A JSON number with an exponent re-serialised by json.dumps(json.loads(...)) grows by at
 # most 21 bytes ("1e15" -> "1000000000000000.0", at most 24 bytes); one of 17 or more
@@ -386,8 +372,6 @@ def scan(
     # _pair_codes and bounded_sum, inlined: this runs once per text of a cold fit.
     codes = data.translate(_CLASS_CODES)
     pairs = (int.from_bytes(codes, "little") * 4097).to_bytes(size + 1, "little")
-    lower_runs = upper_runs = space_runs = -1  # counted once, when a weight needs them
-    best = 0
     adler = zlib.adler32
     escapes = 0
     if shown or tables[0].escape:  # dense text (every member prices it), or the bound
@@ -397,29 +381,17 @@ def scan(
             if size < _ESCAPE_CHUNK
             else bounded_sum(extra, _ESCAPE_CHUNK)
         )
+    # Runs of spaces, once (every fitted family prices them).
+    space_runs = pairs.translate(_RUN_MARKS).count(_SPACE_RUN)
+    best = 0
     for cost in tables:
-        chunk = cost.chunk
-        part = pairs.translate(cost.low)
-        units = (adler(part) & 0xFFFF) - 1 if size < chunk else bounded_sum(part, chunk)
-        if cost.high is not None:
-            part = pairs.translate(cost.high)
-            units += (
-                (adler(part) & 0xFFFF) - 1 if size < chunk else bounded_sum(part, chunk)
-            ) << cost.shift
-        units <<= cost.granule
-        if cost.lower_run:
-            if lower_runs < 0:
-                lower_runs = codes.count(_LOWER_RUN)
-            units += cost.lower_run * lower_runs
-        if cost.upper_run:
-            if upper_runs < 0:
-                upper_runs = codes.count(_UPPER_RUN)
-            units += cost.upper_run * upper_runs
-        if cost.space_run:
-            if space_runs < 0:
-                space_runs = pairs.translate(_RUN_MARKS).count(_SPACE_RUN)
-            units += cost.space_run * space_runs
-        units += cost.escape * escapes
+        if size < cost.whole_chunk:  # the common case: one table, one exact sum
+            units = (adler(pairs.translate(cost.whole)) & 0xFFFF) - 1
+        else:  # a long text: two small parts, summed in long slices
+            units = bounded_sum(pairs.translate(cost.low), cost.chunk)
+            if cost.high is not None:
+                units += bounded_sum(pairs.translate(cost.high), cost.chunk) << cost.shift
+        units = (units << cost.granule) + cost.space_run * space_runs + cost.escape * escapes
         if units > best:
             best = units
     # The bound: bytes as a byte-level BPE sees them (Qwen normalises to NFC first, which
@@ -431,15 +403,20 @@ def scan(
                 bound = max(size, len(unicodedata.normalize("NFC", text).encode("utf-8")))
         except UnicodeEncodeError:  # a lone surrogate: every tokenizer replaces it
             pass
-    controls = codes.count(_CONTROL) if codes.find(_CONTROL) >= 0 else 0
     if shown:
         bound += (
             2  # the quotes of a JSON string
             + escapes
-            # json.dumps(json.loads(text)) re-prints numbers
-            + _EXPONENT_GROWTH * (pairs.count(_DIGIT_LETTER[0]) + pairs.count(_DIGIT_LETTER[1]))
-            + _LONG_NUMBER_GROWTH * codes.count(_LONG_DIGITS)
         )
+        first = data[:1]
+        if first in b" \t\n\r":
+            first = data.lstrip()[:1]
+        if first in _JSON_START:
+            # It may be JSON, which json.dumps(json.loads(text)) re-prints: an exponent
+            # (a digit -> letter pair, counted in one pass) or 17+ digits grow.
+            bound += _EXPONENT_GROWTH * (
+                size + 1 - len(pairs.translate(None, _DIGIT_LETTERS))
+            ) + _LONG_NUMBER_GROWTH * codes.count(_LONG_DIGITS)
         if shown == ARGUMENTS:
             # ensure_ascii=True: a 2-byte character becomes 6 bytes, 3 -> 6, 4 -> 12: at
             # most 4 more per byte beyond the first of each character.
@@ -450,5 +427,8 @@ def scan(
     # the bound (a two-byte tool result is shown as "\"ok\"": three tokens).
     tokens = -(-best * MARGIN_NUM // (MARGIN_DEN * SCALE)) + _MARGIN_ADD
     if ceiling and tokens > size:
-        tokens = min(tokens, bound if shown else size + ESCAPE_BYTES * controls)
+        if shown:
+            tokens = min(tokens, bound)
+        else:
+            tokens = min(tokens, size + ESCAPE_BYTES * codes.count(_CONTROL))
     return tokens, bound

@@ -80,6 +80,10 @@ def _lines(value: object, out: list[str]) -> None:
 
 
 def _escaped(text: str) -> str:
+    # json.dumps escapes only quotes, backslashes and control characters; most schema
+    # strings have none, and then the text is its own escaped form.
+    if '"' not in text and "\\" not in text and text.isprintable():
+        return text
     return json.dumps(text, ensure_ascii=False)[1:-1]
 
 
@@ -92,9 +96,11 @@ def _scalar(value: object) -> str:
 
 
 def _listed(value: object) -> str:
-    if value is None or isinstance(value, (str, bool, int, float)):
-        return json.dumps(value, ensure_ascii=False)
-    return json.dumps(str(value), ensure_ascii=False)
+    if isinstance(value, str):
+        return f'"{_escaped(value)}"'
+    if value is None or isinstance(value, (bool, int, float)):
+        return json.dumps(value)
+    return f'"{_escaped(str(value))}"'
 
 
 def _as_mapping(tool: object, index: int) -> Mapping[str, Any]:
@@ -133,6 +139,9 @@ _PER_TOOL_BYTES: Final = 4
 _TYPESCRIPT_FRAME: Final = 70  # len(templates._typescript_functions([])), checked by the tests
 
 
+_BOUNDS: dict[str, int] = {}  # tool JSON -> its bound; shared by every Estimator
+
+
 def tool_bound_bytes(tool: object, index: int) -> int:
     """At least the bytes any chat template shows for one tool (without the block's
     framing): the longest of its indented JSON (Llama 3's ``tojson(indent=4)``, longer
@@ -148,6 +157,13 @@ def tool_bound_bytes(tool: object, index: int) -> int:
     _as_mapping(tool, index)
     function = openai_function(tool, index)
     try:
+        key = json.dumps(function, sort_keys=True, default=str)
+    except (RecursionError, ValueError) as exc:
+        raise ConfigurationError(f"tool {index}: nested too deeply (or contains itself)") from exc
+    known = _BOUNDS.get(key)
+    if known is not None:
+        return known
+    try:
         as_json = json.dumps(function, indent=4, default=str)
         typescript = _typescript_functions([function])
     except (RecursionError, ValueError) as exc:
@@ -160,4 +176,7 @@ def tool_bound_bytes(tool: object, index: int) -> int:
         except UnicodeEncodeError:
             pass
     shown -= _TYPESCRIPT_FRAME  # the namespace's header and footer: the block's framing
-    return max(len(as_json), shown) + _PER_TOOL_BYTES
+    if len(_BOUNDS) >= 1024:
+        _BOUNDS.clear()
+    bound = _BOUNDS[key] = max(len(as_json), shown) + _PER_TOOL_BYTES
+    return bound
