@@ -202,6 +202,11 @@ EDGES = [
     _calls("[" + "1e15," * 200 + "0]"),
     _calls(json.dumps(["\u00e9\u4e2d\U0001f600" * 50], ensure_ascii=False)),
     _calls("", "", "", ""),
+    {  # the name comes first in the call's text; its arguments are still re-printed
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "", "function": {"name": ":", "arguments": "[1E13,1E15,1E15]"}}],
+    },
     _calls("{}", "[]"),
     {"role": "assistant", "content": ""},
     {"role": "user", "content": "\u0958" * 300},

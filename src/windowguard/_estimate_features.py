@@ -411,7 +411,8 @@ def scan(
         first = data[:1]
         if first in b" \t\n\r":
             first = data.lstrip()[:1]
-        if first in _JSON_START:
+        # (a call's text is its name, then its arguments: always re-printed)
+        if shown == ARGUMENTS or first in _JSON_START:
             # It may be JSON, which json.dumps(json.loads(text)) re-prints: an exponent
             # (a digit -> letter pair, counted in one pass) or 17+ digits grow.
             bound += _EXPONENT_GROWTH * (
