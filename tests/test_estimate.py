@@ -433,7 +433,7 @@ def test_every_character_counts_toward_exactly_one_feature(text: str) -> None:
     from windowguard.estimate import text_features
 
     features = text_features(text)
-    per_character = features[: len(FEATURES) - 2]  # the space runs and escapes aside
+    per_character = features[: len(FEATURES) - 3]  # the run counts and escapes aside
     assert sum(per_character) == len(text)
     assert features[-1] == len(text.encode("utf-8", "surrogatepass"))
 

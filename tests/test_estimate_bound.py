@@ -356,16 +356,18 @@ def _exact_costs(family: str, message: dict[str, Any]) -> list[int]:
 def _has_surrogate(message: dict[str, Any]) -> bool:
     # Qwen's tokenizer (HF tokenizers) raises on lone surrogates, which re-serialising
     # "\udcxx" escapes produces: not a bound question.
-    try:
-        json.dumps(message, ensure_ascii=False).encode("utf-8")
-        for call in message.get("tool_calls") or ():
-            json.dumps(json.loads(call["function"]["arguments"]), ensure_ascii=False).encode()
-        if message["role"] == "tool":
-            json.dumps(json.loads(message["content"]), ensure_ascii=False).encode()
-    except UnicodeEncodeError:
-        return True
-    except (ValueError, TypeError):
-        pass
+    pieces = [message.get("content")]
+    pieces += [call["function"]["arguments"] for call in message.get("tool_calls") or ()]
+    for piece in pieces:
+        if not isinstance(piece, str):
+            continue
+        try:
+            piece.encode("utf-8")
+            json.dumps(json.loads(piece), ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        except (ValueError, TypeError, RecursionError):
+            pass
     return False
 
 

@@ -102,6 +102,9 @@ FEATURES: Final = (
     "utf8_3byte",
     "utf8_4byte",
     "control",
+    # Every 8 lower-case letters in a row: long words and identifiers split into more
+    # tokens than short ones, so short words need not pay the long ones' rate.
+    "lower_runs_8",
     # Every run of two or more spaces/tabs: its second space begins a pre-token of its
     # own (``\s+(?!\S)`` leaves the last space to the word after it).
     "space_runs",
@@ -150,12 +153,13 @@ every family (a letter after a space, newline or digit; a digit after anything b
 digit, two after a space; a newline after a letter or digit). The others over-price on
 purpose where two starts share a pre-token (``",banana"`` is one)."""
 
-LETTER_RATE_FLOOR: Final = 0.46875
+LETTER_RATE_FLOOR: Final = 0.4375
 """Tokens per letter after the first of a word (``lower_after_lower``,
 ``upper_after_upper``, ``lower_after_upper``, a letter after a multi-byte letter) at
 least: a word of n letters no vocabulary holds (pseudo-words of real syllables: Welsh,
-Swahili, pinyin) takes at most ``1 + 0.46875 (n - 1)`` tokens on average in the worst
-family at every length up to 30 (docs/decisions/0002-estimator.md, revision 6)."""
+Swahili, pinyin) takes at most ``1 + 0.4375 (n - 1)`` tokens on average in the worst
+family, with the 8-letter run feature above 8 (docs/decisions/0002-estimator.md,
+revision 6)."""
 
 # Class pairs (a = lower-case letter, A = upper, 0 = digit, " " = space/tab,
 # "\n" = newline, "." = other ASCII) the tests build texts of: nothing but that
@@ -188,6 +192,7 @@ _RUN_MARKS: Final = bytes(
     (66 if pair >> 4 == _SPACE else 65) if pair & 15 == _SPACE else 67 for pair in range(256)
 )
 _SPACE_RUN: Final = b"AB"
+_LOWER_RUN: Final = bytes([_LOWER]) * 8
 # What escaping (and re-serialising) may add per byte: a quote, backslash, newline,
 # carriage return or tab one (\", \\, \n, \r, \t); another control character five
 # (\u00XX); a comma or colon one (", ", ": ").
@@ -219,10 +224,11 @@ def text_features(text: str) -> tuple[int, ...]:
     data = text.encode("utf-8", "surrogatepass")
     if not data:
         return (0,) * (len(FEATURES) + 1)
-    _, pairs = _pair_codes(data)
+    codes, pairs = _pair_codes(data)
     count = pairs.translate(_FEATURE_LETTERS).count
     return (
         *(count(64 + feature) for feature in range(_PAIR_FEATURES)),
+        codes.count(_LOWER_RUN),
         pairs.translate(_RUN_MARKS).count(_SPACE_RUN),
         sum(data.translate(_ESCAPE_EXTRA)),
         len(data),
@@ -263,6 +269,7 @@ class CostTables:
     shift: int
     granule: int
     chunk: int
+    lower_run: int
     space_run: int
     escape: int
 
@@ -305,8 +312,9 @@ def cost_tables(weights: tuple[float, ...]) -> CostTables:
         shift=shift,
         granule=granule,
         chunk=_ADLER_EXACT // max(1, *high, *low),
-        space_run=units[_PAIR_FEATURES],
-        escape=units[_PAIR_FEATURES + 1],
+        lower_run=units[_PAIR_FEATURES],
+        space_run=units[_PAIR_FEATURES + 1],
+        escape=units[_PAIR_FEATURES + 2],
     )
 
 
@@ -381,7 +389,8 @@ def scan(
             if size < _ESCAPE_CHUNK
             else bounded_sum(extra, _ESCAPE_CHUNK)
         )
-    # Runs of spaces, once (every fitted family prices them).
+    # The run counts, once (every fitted family prices both).
+    lower_runs = codes.count(_LOWER_RUN)
     space_runs = pairs.translate(_RUN_MARKS).count(_SPACE_RUN)
     best = 0
     for cost in tables:
@@ -391,7 +400,12 @@ def scan(
             units = bounded_sum(pairs.translate(cost.low), cost.chunk)
             if cost.high is not None:
                 units += bounded_sum(pairs.translate(cost.high), cost.chunk) << cost.shift
-        units = (units << cost.granule) + cost.space_run * space_runs + cost.escape * escapes
+        units = (
+            (units << cost.granule)
+            + cost.lower_run * lower_runs
+            + cost.space_run * space_runs
+            + cost.escape * escapes
+        )
         if units > best:
             best = units
     # The bound: bytes as a byte-level BPE sees them (Qwen normalises to NFC first, which
