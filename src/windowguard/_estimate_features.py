@@ -351,7 +351,7 @@ ARGUMENTS: Final = 2  # ... or re-serialise it as JSON, perhaps with ensure_asci
 
 
 def scan(
-    tables: Sequence[CostTables], text: str, *, ceiling: bool = True, shown: int = NONE
+    tables: Sequence[CostTables], text: str, ceiling: bool = True, shown: int = NONE
 ) -> tuple[int, int]:
     """One family's estimate of ``text`` (the maximum over several, for the unknown
     family) and an upper bound on the UTF-8 bytes any chat template shows for it.

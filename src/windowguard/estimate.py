@@ -262,19 +262,19 @@ class Estimator:
             total += priors.media_item_tokens * shape.media_items
             bound += _MEDIA_BOUND * shape.media_items
         counter = self._counter
-        for call_id in (*opens, *shape.answers):  # sized as dense text, once per id
-            tokens, shown = self._id_costs(call_id)
-            total += int(counter.count(call_id)) if counter is not None else tokens
-            bound += shown
+        if opens or shape.answers:
+            for call_id in (*opens, *shape.answers):  # sized as dense text, once per id
+                tokens, shown = self._id_costs(call_id)
+                total += int(counter.count(call_id)) if counter is not None else tokens
+                bound += shown
         dense, prose, extra = self._dense, self._prose, self._per_segment
         for segment in shape.segments:
             if segment.name_length is not None:
-                tables, how = dense, ARGUMENTS
+                tokens, shown = scan(dense, segment.text, True, ARGUMENTS)
             elif segment.content_class == "dense":
-                tables, how = dense, ESCAPED
+                tokens, shown = scan(dense, segment.text, True, ESCAPED)
             else:
-                tables, how = prose, NONE
-            tokens, shown = scan(tables, segment.text, shown=how)
+                tokens, shown = scan(prose, segment.text)
             total += int(counter.count(segment.text)) if counter is not None else tokens
             bound += shown + extra
         return total, bound
