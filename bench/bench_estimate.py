@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 
+import content_classes as cc  # noqa: E402
 import exact_tokenizers as ex  # noqa: E402
 from fit_priors import (  # noqa: E402
     BENCH_PER_CLASS,
@@ -49,9 +50,13 @@ from fit_priors import (  # noqa: E402
     MemoCounter,
     as_message,
     block_head,
+    call_texts,
+    content_cost,
+    content_message,
     content_texts,
     corpus_tool_sets,
     exact_tool_block,
+    issue_schema_cases,
     message_cost,
     message_increments,
     message_items,
@@ -77,8 +82,19 @@ CORPUS_KINDS = (
     "line-numbered code",
     "coding_agent.json requests",
 )
-SCHEMA_KINDS = ("schema: enums", "schema: nested", "schema: long descriptions", "schema sets")
-ALL_KINDS = (*CORPUS_KINDS, *TEXT_CLASSES, *SCHEMA_KINDS)
+SCHEMA_KINDS = (
+    "schema: enums",
+    "schema: nested",
+    "schema: long descriptions",
+    "schema sets",
+    *cc.SCHEMA_CLASSES,
+)
+PLACED_KINDS = tuple(
+    f"{name} ({kind})" for name in (*TEXT_CLASSES, *cc.TEXT_CLASSES) for kind in KINDS
+) + tuple(f"{name} (call)" for name in cc.CALL_CLASSES)
+ALL_KINDS = (*CORPUS_KINDS, *PLACED_KINDS, *SCHEMA_KINDS)
+# Where the per-message bound is reported: every corpus message, every generated one.
+BOUND_KINDS = ("messages", *PLACED_KINDS)
 FAMILIES = (*EXACT_FAMILIES, UNKNOWN_FAMILY)
 
 # What an item is, so any family's estimator can size it: ("text", class, text),
@@ -155,8 +171,15 @@ def measure(family: str, corpus: list[dict[str, Any]]) -> dict[str, list[tuple[I
     for name, text in content_texts(BENCH_SEED, BENCH_PER_CLASS):
         for kind in KINDS:
             exact = message_cost(counter, template, kind, text)
-            out[name].append((("message", as_message(kind, text)[1]), exact))
-    for name, tools in schema_cases(BENCH_SEED, BENCH_SCHEMAS):
+            out[f"{name} ({kind})"].append((("message", as_message(kind, text)[1]), exact))
+    for name, text in call_texts(BENCH_SEED, BENCH_PER_CLASS):
+        exact = content_cost(counter, template, "call", text)
+        out[f"{name} (call)"].append((("message", content_message("call", text)), exact))
+    schemas = [
+        *schema_cases(BENCH_SEED, BENCH_SCHEMAS),
+        *issue_schema_cases(BENCH_SEED, BENCH_SCHEMAS),
+    ]
+    for name, tools in schemas:
         out[name].append(
             (("tools", tools), exact_tool_block(counter, template, tools, [SYSTEM, TASK]))
         )
@@ -184,6 +207,21 @@ def estimate(est: Estimator, item: Item) -> int:
     if what == "message":
         return est.message_tokens(shape_messages([item[1]], format="openai_chat").shapes[0])
     return est.count(item[1], item[2])
+
+
+def bound_ratios(
+    family: str, measured: dict[str, list[tuple[Item, int]]]
+) -> dict[str, list[float]]:
+    """Per message kind: the bound of Estimator.message_costs over the exact count."""
+    est = Estimator(None if family == UNKNOWN_FAMILY else family)
+    out = {}
+    for kind in BOUND_KINDS:
+        out[kind] = [
+            est.message_costs(shape_messages([item[1]], format="openai_chat").shapes[0])[1] / exact
+            for item, exact in measured[kind]
+            if exact
+        ]
+    return out
 
 
 def ratios(family: str, measured: dict[str, list[tuple[Item, int]]]) -> dict[str, list[float]]:
@@ -281,6 +319,7 @@ def main() -> None:
     measured = {family: measure(family, corpus) for family in EXACT_FAMILIES}
     measured[UNKNOWN_FAMILY] = unknown_exact(measured)
     table = {family: ratios(family, measured[family]) for family in FAMILIES}
+    bounds = {family: bound_ratios(family, measured[family]) for family in EXACT_FAMILIES}
     unknown = f"{UNKNOWN_FAMILY} (vs the largest exact)"
 
     print("## whole requests: estimate / exact (min / mean / p99)\n")
@@ -294,22 +333,39 @@ def main() -> None:
             f"| {p99(values):.3f} |"
         )
     print(
-        "\n## over-count per content class: estimate / exact, p50 / p99\n\n"
-        f"Generated classes: {BENCH_PER_CLASS} held-out texts each, as a tool result and as a "
-        f"user message; schema classes: {BENCH_SCHEMAS} tool sets each. The unknown family "
-        "is compared with the largest exact count of any family.\n"
+        "\n## estimate / exact per content class: p50 / p99 / min\n\n"
+        f"Generated classes: {BENCH_PER_CLASS} held-out texts each, as a tool result "
+        "(tool), as a user message (user), compact JSON as a tool call's arguments "
+        f"(call); schema classes: {BENCH_SCHEMAS} tool sets each. The minimum is the "
+        "guarantee (>= 1.00). The unknown family is compared with the largest exact count "
+        "of any family.\n"
     )
     print("| class | n | " + " | ".join(FAMILIES) + " |")
     print("| --- | --- |" + " --- |" * len(FAMILIES))
     for kind in ALL_KINDS:
-        cells = [f"{p50(table[f][kind]):.2f} / {p99(table[f][kind]):.2f}" for f in FAMILIES]
+        cells = [
+            f"{p50(table[f][kind]):.2f} / {p99(table[f][kind]):.2f} / {min(table[f][kind]):.2f}"
+            for f in FAMILIES
+        ]
         print(f"| {kind} | {len(table[FAMILIES[0]][kind])} | " + " | ".join(cells) + " |")
-    print("\n## minimum estimate / exact per content class (the guarantee: >= 1.00)\n")
-    print("| class | " + " | ".join(FAMILIES) + " |")
-    print("| --- |" + " --- |" * len(FAMILIES))
-    for kind in ALL_KINDS:
-        cells = [f"{min(table[f][kind]):.3f}" for f in FAMILIES]
-        print(f"| {kind} | " + " | ".join(cells) + " |")
+    under = [
+        f"{f} {kind} {min(table[f][kind]):.3f}"
+        for f in FAMILIES
+        for kind in ALL_KINDS
+        if min(table[f][kind]) < 1.0
+    ]
+    print(f"\nUnder 1.00: {', '.join(under) if under else 'none'}.")
+    print(
+        "\n## per-message bound / exact: min / p50\n\n"
+        "Estimator.message_costs' bound over the exact tokens the family's template adds "
+        "for the message (corpus messages: their increments; generated: as above). The "
+        "bound must never be below 1.00.\n"
+    )
+    print("| messages | n | " + " | ".join(EXACT_FAMILIES) + " |")
+    print("| --- | --- |" + " --- |" * len(EXACT_FAMILIES))
+    for kind in BOUND_KINDS:
+        cells = [f"{min(bounds[f][kind]):.2f} / {p50(bounds[f][kind]):.2f}" for f in EXACT_FAMILIES]
+        print(f"| {kind} | {len(bounds[EXACT_FAMILIES[0]][kind])} | " + " | ".join(cells) + " |")
 
     print("\n## adversarial texts: estimate / exact (lower of the two content classes)\n")
     names = list(ex.adversarial_texts())

@@ -26,7 +26,16 @@ over all requests subject to:
   message to a small conversation), and every generated tool set (enum-heavy, nested,
   long descriptions, sets of up to 30 schemas) as the tokens its block adds;
 * every weight >= 0 (each feature is a count that never decreases under appending, so
-  no text is clamped to zero and appending never lowers an estimate: revision 5);
+  no text is clamped to zero and appending never lowers an estimate: revision 5), and
+  at or above its *construction floor* (revision 6): every pre-token start of
+  ``TOKEN_STARTS`` at least its least cost, every letter after the first of a word at
+  least ``LETTER_RATE_FLOOR``; the weights sit on a 1/32 grid below 8 (one cost table
+  per weight vector at run time);
+* every "newline after X" schema weight equal, so schema estimates are monotone;
+* the content classes of ``tests/content_classes.py`` (word lists, comma-heavy prose,
+  ``key=value`` with commas, Latin-script languages, one punctuation mark per line,
+  JSON string arrays, compact JSON, digits, mixed scripts; compact JSON as tool-call
+  arguments; tool schemas with quotes and backslashes, integer enums) as above;
 * overheads never below the framing the template itself writes per message and call.
 
 The fit is then re-checked through the real ``Estimator`` (ceil, byte ceiling) and the
@@ -39,7 +48,7 @@ of the measured families. (A model of unknown family needs no fit: the estimator
 the per-text maximum over the measured families.)
 
     python bench/fit_priors.py            # print the fit
-    python bench/fit_priors.py --write    # and rewrite the block in estimate.py
+    python bench/fit_priors.py --write    # and rewrite src/windowguard/data/priors.json
 """
 
 from __future__ import annotations
@@ -49,7 +58,6 @@ import json
 import math
 import random
 import string
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -61,14 +69,18 @@ from scipy.optimize import linprog
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
+import content_classes as cc  # noqa: E402
 import exact_tokenizers as ex  # noqa: E402
-from windowguard.adapters import shape_messages  # noqa: E402
-from windowguard.estimate import (  # noqa: E402
+from windowguard._estimate_features import (  # noqa: E402
     FEATURES,
+    LETTER_RATE_FLOOR,
+    STRICT_STARTS,
     TOKEN_STARTS,
-    _tool_text,
     text_features,
 )
+from windowguard._estimate_priors import PRIORS_FILE, priors_from_values  # noqa: E402
+from windowguard._estimate_schema import tool_text as _tool_text  # noqa: E402
+from windowguard.adapters import shape_messages  # noqa: E402
 from windowguard.templates import count_prompt, count_prompt_parts  # noqa: E402
 
 EXACT_FAMILIES = ex.FAMILIES
@@ -502,13 +514,34 @@ class _Plain(random.Random):
 
 def content_texts(seed: int, per_class: int) -> list[tuple[str, str]]:
     """(class, text): ``per_class`` random texts of every class, deterministic in ``seed``
-    (a quarter of them plain: first choices and small numbers)."""
+    (a quarter of them plain: first choices and small numbers), the classes of
+    ``tests/content_classes.py`` included."""
     rng, plain = random.Random(seed), _Plain(seed)
+    classes = {**TEXT_CLASSES, **cc.TEXT_CLASSES}
     return [
         (name, make(plain if n % 4 == 3 else rng))
-        for name, make in TEXT_CLASSES.items()
+        for name, make in classes.items()
         for n in range(per_class)
     ]
+
+
+def call_texts(seed: int, per_class: int) -> list[tuple[str, str]]:
+    """(class, arguments) of tool calls: compact JSON a template may re-serialise."""
+    rng = random.Random(seed)
+    return [(name, make(rng)) for name, make in cc.CALL_CLASSES.items() for _ in range(per_class)]
+
+
+def content_message(kind: str, text: str) -> dict[str, Any]:
+    """The message a generated text is measured as: a tool result, a user message or
+    (``"call"``) a tool call's arguments."""
+    return cc.call_message(text) if kind == "call" else as_message(kind, text)[1]
+
+
+def content_cost(counter: Any, template: str, kind: str, text: str) -> int:
+    """Exact tokens of a generated text as a ``kind`` message (see content_message)."""
+    if kind == "call":
+        return cc.exact_call_cost(counter, template, text)
+    return message_cost(counter, template, kind, text)
 
 
 def fit_texts() -> list[tuple[str, str]]:
@@ -613,6 +646,13 @@ def schema_cases(seed: int, count: int) -> list[tuple[str, list[dict[str, Any]]]
         styles = [draw.choice(["enums", "nested", "long"]) for _ in range(draw.choice([5, 10, 30]))]
         out.append(("schema sets", [tool_schema(draw, style) for style in styles]))
     return out
+
+
+def issue_schema_cases(seed: int, count: int) -> list[tuple[str, list[dict[str, Any]]]]:
+    """(class, tools) of tests/content_classes.py's schema classes (quotes and
+    backslashes in descriptions, integer enums)."""
+    rng = random.Random(seed)
+    return [(name, make(rng)) for name, make in cc.SCHEMA_CLASSES.items() for _ in range(count)]
 
 
 def minimal_schema_sets() -> list[tuple[str, list[dict[str, Any]]]]:
@@ -823,6 +863,8 @@ CLASSES = ("prose", "dense", "schema")
 OVERHEADS = ("message", "tool_call", "tool", "tools_block", "request")
 N_VARS = 3 * K + len(OVERHEADS)
 SCALE = 256  # weights are multiples of 1/256 (the estimator's cost tables are exact)
+GRID = 32  # ... and the fit writes multiples of 1/32 below 8: one cost table per vector
+MAX_WEIGHT = 255 / GRID
 # Claude: the densest published figure for Claude's tokenizer on agent transcripts is
 # 2.4 chars/token where o200k gives ~3.5, i.e. up to 3.5 / 2.4 = 1.46x o200k's tokens.
 CLAUDE_OVER_O200K = 1.46
@@ -832,6 +874,21 @@ WEIGHT_COST = 1e-6
 GENERATED_MARGIN = (1.08, 2)  # generated texts: estimate >= 1.08 x exact + 2
 SCHEMA_MARGIN = 1.12  # generated tool sets: >= 1.12 x exact + 2
 CLAUDE_TOOL_USE_PROMPT = 346  # Anthropic's tool-use system prompt (tool_choice auto/none)
+ESCAPE_FLOORS = {
+    "newline_after_punct": 2.0,
+    "newline_after_space": 2.0,
+    "newline_after_newline": 1.0,
+}
+LETTER_FLOORS = dict.fromkeys(
+    (
+        "lower_after_lower",
+        "upper_after_upper",
+        "lower_after_upper",
+        "lower_after_multibyte",
+        "upper_after_multibyte",
+    ),
+    LETTER_RATE_FLOOR,
+)
 
 
 def collect(family: str, corpus: list[dict[str, Any]]) -> dict[str, Any]:
@@ -879,9 +936,17 @@ def collect(family: str, corpus: list[dict[str, Any]]) -> dict[str, Any]:
         for name, text in fit_texts()
         for kind in KINDS
     ]
+    content += [
+        (name, "call", text, content_cost(counter, template, "call", text))
+        for name, text in call_texts(FIT_SEED, FIT_PER_CLASS)
+    ]
     content_blocks = [
         (name, tools, exact_tool_block(counter, template, tools, [SYSTEM, TASK]))
-        for name, tools in [*schema_cases(FIT_SEED, FIT_SCHEMAS), *minimal_schema_sets()]
+        for name, tools in [
+            *schema_cases(FIT_SEED, FIT_SCHEMAS),
+            *minimal_schema_sets(),
+            *issue_schema_cases(FIT_SEED, FIT_SCHEMAS),
+        ]
     ]
     return {
         "items": items,
@@ -974,7 +1039,12 @@ class Design:
         return row
 
 
-def solve(design: Design, targets: dict[str, Any], floors: dict[str, int]) -> dict[str, Any]:
+def solve(
+    design: Design,
+    targets: dict[str, Any],
+    floors: dict[str, int],
+    escape_floors: dict[str, float] | None = None,
+) -> dict[str, Any]:
     """The linear program of the module docstring, for one family's targets."""
     rows: list[np.ndarray] = []
     bounds_rhs: list[float] = []
@@ -1022,7 +1092,7 @@ def solve(design: Design, targets: dict[str, Any], floors: dict[str, int]) -> di
     # rest, which combines whatever units the fit left exactly tight (a tab-separated
     # column of zeros costs what it costs) with one a little under.
     for _, kind, text, exact in targets["content"]:
-        rows.append(design.message_row(design.message_vector(as_message(kind, text)[1])))
+        rows.append(design.message_row(design.message_vector(content_message(kind, text))))
         bounds_rhs.append(GENERATED_MARGIN[0] * exact + GENERATED_MARGIN[1])
         generated += rows[-1] / exact
     for _, tools, exact in targets["content_blocks"]:
@@ -1056,21 +1126,57 @@ def solve(design: Design, targets: dict[str, Any], floors: dict[str, int]) -> di
     # letter or digit) begins at least one token (a digit after a space two): its weight
     # is at least that in every class, so a text is never estimated below its count of
     # such starts (TOKEN_STARTS).
+    # Letters after the first of a word cost at least LETTER_RATE_FLOOR each (words no
+    # vocabulary holds), in prose and dense text.
+    # The schema class prices a stand-in for what templates show (schema_text, not the
+    # rendered JSON or TypeScript), so only the strict starts bound it from below (a
+    # description of "x " * 2000 is 2,000 words in every rendering); its "newline after
+    # X" weights are equal (below), the rest fitted.
     weight_bounds = [
-        (float(TOKEN_STARTS.get(feature, 0)), 255.0) for _ in CLASSES for feature in FEATURES
+        (
+            float(STRICT_STARTS.get(feature, 0))
+            if cls == "schema"
+            else float(max(TOKEN_STARTS.get(feature, 0), LETTER_FLOORS.get(feature, 0))),
+            MAX_WEIGHT,
+        )
+        for cls in CLASSES
+        for feature in FEATURES
     ]
+    # Only dense text is ever JSON-escaped: prose and schema text price no escapes (and
+    # the estimator counts them only for dense text).
+    for cls in (0, 2):
+        weight_bounds[cls * K + FEATURES.index("escapable")] = (0.0, 0.0)
+    # Where the template JSON-escapes tool results, a newline is shown as a backslash and
+    # an "n": after punctuation or a space the backslash joins the run before it and the
+    # "n" is a pre-token of its own (" !\\n" is " !", "\\", "n"), so it costs two;
+    # after a newline one ("\\n\\n" is two tokens where "\n\n" is one).
+    for feature, least in (escape_floors or {}).items():
+        index = K + FEATURES.index(feature)
+        weight_bounds[index] = (max(weight_bounds[index][0], least), MAX_WEIGHT)
+    # Schema text: every "newline after X" weight equal, so appending to a line (a
+    # description) never lowers a schema's estimate (its lines' features only add).
+    newlines = [2 * K + FEATURES.index(f) for f in FEATURES if f.startswith("newline_after_")]
+    equal = np.zeros((len(newlines) - 1, N_VARS))
+    for row, index in enumerate(newlines[1:]):
+        equal[row, newlines[0]], equal[row, index] = 1, -1
     overhead_bounds = [(float(floors.get(name, 0)), None) for name in OVERHEADS]
     result = linprog(
         c=objective,
         A_ub=-np.array(rows),
         b_ub=-np.array(bounds_rhs),
+        A_eq=equal,
+        b_eq=np.zeros(len(newlines) - 1),
         bounds=weight_bounds + overhead_bounds,
         method="highs",
     )
     if not result.success:
         raise RuntimeError(result.message)
-    # Round up to multiples of 1/256: rounding must never lower an estimate.
-    x = [math.ceil(v * SCALE - 1e-6) / SCALE for v in result.x]
+    # Round up to multiples of 1/32: rounding must never lower an estimate (and on that
+    # grid, below 8, every cost fits one byte table: one translate per text).
+    x = [math.ceil(v * GRID - 1e-6) / GRID for v in result.x]
+    top = max(x[i] for i in newlines)
+    for i in newlines:
+        x[i] = top  # equal after rounding too
     fitted: dict[str, Any] = {cls: x[i * K : (i + 1) * K] for i, cls in enumerate(CLASSES)}
     for name, value in zip(OVERHEADS, x[3 * K :], strict=True):
         fitted[name] = math.ceil(value - 1e-6)
@@ -1084,7 +1190,7 @@ def verify(
     import windowguard.estimate as estimate
 
     def estimator() -> Any:
-        estimate.FAMILIES[name] = estimate._priors(name, fitted, "checking")
+        estimate.FAMILIES[name] = priors_from_values(name, fitted, "checking")
         return estimate.Estimator(name)
 
     est = estimator()
@@ -1114,7 +1220,7 @@ def verify(
         for message, exact in zip(transcript["messages"], increments, strict=True):
             checked.append((shape_messages([message], format="openai_chat").shapes[0], exact))
     for _, kind, text, exact in targets["content"]:
-        message = as_message(kind, text)[1]
+        message = content_message(kind, text)
         checked.append((shape_messages([message], format="openai_chat").shapes[0], exact))
     message_gap, messages_under = 0, 0
     for shape, exact in checked:
@@ -1210,7 +1316,8 @@ def fit_all() -> dict[str, dict[str, Any]]:
         # reply priming, Llama 3's default system header ...).
         empty = count_prompt(ex.load(family), [], None, template=TEMPLATE_OF[family])
         floors = {"message": floor_message, "tool_call": floor_call, "request": empty}
-        result = solve(design, targets, floors)
+        escaping = ESCAPE_FLOORS if family in ESCAPES_RESULTS else None
+        result = solve(design, targets, floors, escaping)
         result = verify(family, result, targets, corpus)
         fitted[family] = {
             "basis": f"fitted: exact {family} tokenizer, {TEMPLATE_OF[family]} template",
@@ -1223,7 +1330,9 @@ def fit_all() -> dict[str, dict[str, Any]]:
         "request": max(f["request"] for f in fitted.values()),
     }
     claude_targets = derived_targets(measured, CLAUDE_OVER_O200K)
-    claude = solve(design, claude_targets, {**floors, "tools_block": CLAUDE_TOOL_USE_PROMPT})
+    claude = solve(
+        design, claude_targets, {**floors, "tools_block": CLAUDE_TOOL_USE_PROMPT}, ESCAPE_FLOORS
+    )
     fitted["claude"] = {
         "basis": (
             f"derived: max({CLAUDE_OVER_O200K} x o200k, measured families); "
@@ -1232,7 +1341,9 @@ def fit_all() -> dict[str, dict[str, Any]]:
         **verify("claude", claude, claude_targets, corpus),
     }
     widest_targets = derived_targets(measured, 1.0)
-    widest = verify("gemini", solve(design, widest_targets, floors), widest_targets, corpus)
+    widest = verify(
+        "gemini", solve(design, widest_targets, floors, ESCAPE_FLOORS), widest_targets, corpus
+    )
     for name in ("gemini", "deepseek"):
         fitted[name] = {
             "basis": "derived: maximum of the measured families (ADR 0002)",
@@ -1241,35 +1352,50 @@ def fit_all() -> dict[str, dict[str, Any]]:
     return fitted
 
 
-def write_block(fitted: dict[str, dict[str, Any]]) -> None:
-    path = ROOT / "src" / "windowguard" / "estimate.py"
-    text = path.read_text()
-    start = text.index("# BEGIN FITTED PRIORS\n") + len("# BEGIN FITTED PRIORS\n")
-    end = text.index("# END FITTED PRIORS")
-    lines = ["# fmt: off", "_FITTED: dict[str, dict[str, Any]] = {"]
-    aliases = []  # a family fitted to the same target as an earlier one shares its values
-    for name, values in fitted.items():
-        same = next((other for other in fitted if other != name and fitted[other] == values), None)
-        if same is not None and list(fitted).index(same) < list(fitted).index(name):
-            aliases.append(f"_FITTED[{json.dumps(name)}] = _FITTED[{json.dumps(same)}]")
-            continue
+def format_priors(document: dict[str, Any]) -> str:
+    """The data file's JSON text: one line per seven weights, the rest indented."""
+    lines = ["{"]
+    for key, value in document.items():
+        if key != "families":
+            lines.append(f"  {json.dumps(key)}: {json.dumps(value)},")
+    lines.append('  "families": {')
+    names = list(document["families"])
+    for n, name in enumerate(names):
+        items = list(document["families"][name].items())
         lines.append(f"    {json.dumps(name)}: {{")
-        for key, value in values.items():
-            if isinstance(value, list):  # one line per ASCII class, then the rest
-                rows = [value[i : i + 7] for i in range(0, 42, 7)] + [value[42:]]
-                lines.append(f"        {json.dumps(key)}: [")
-                lines.extend(f"            {json.dumps(row)[1:-1]}," for row in rows)
-                lines.append("        ],")
+        for i, (key, value) in enumerate(items):
+            comma = "," if i < len(items) - 1 else ""
+            if isinstance(value, list):
+                rows = [value[j : j + 7] for j in range(0, len(value), 7)]
+                body = ",\n".join("        " + json.dumps(row)[1:-1] for row in rows)
+                lines.append(f"      {json.dumps(key)}: [\n{body}\n      ]{comma}")
             else:
-                lines.append(f"        {json.dumps(key)}: {json.dumps(value)},")
-        lines.append("    },")
-    lines += ["}", *aliases, "# fmt: on"]
-    path.write_text(text[:start] + "\n".join(lines) + "\n" + text[end:])
-    subprocess.run([sys.executable, "-m", "ruff", "format", str(path)], check=True)
+                lines.append(f"      {json.dumps(key)}: {json.dumps(value)}{comma}")
+        lines.append("    }" + ("," if n < len(names) - 1 else ""))
+    lines += ["  }", "}"]
+    return "\n".join(lines) + "\n"
+
+
+def write_priors(fitted: dict[str, dict[str, Any]]) -> None:
+    """Rewrite src/windowguard/data/priors.json (a family fitted to the same target as
+    an earlier one is written as ``{"same_as": ...}``)."""
+    families: dict[str, Any] = {}
+    for name, values in fitted.items():
+        same = next((other for other in families if fitted[other] == values), None)
+        families[name] = {"same_as": same} if same is not None else values
+    document = {
+        "format": 1,
+        "generator": "bench/fit_priors.py --write",
+        "features": list(FEATURES),
+        "families": families,
+    }
+    text = format_priors(document)
+    assert json.loads(text) == document
+    (ROOT / "src" / "windowguard" / PRIORS_FILE).write_text(text, encoding="utf-8")
 
 
 if __name__ == "__main__":
     result = fit_all()
     print(json.dumps(result, indent=1))
     if "--write" in sys.argv:
-        write_block(result)
+        write_priors(result)

@@ -365,6 +365,36 @@ def test_usage_check_against_corpus_reported_tokens(corpus: list[dict[str, Any]]
     assert checked > 0
 
 
+def test_priors_load_from_the_data_file_and_bad_files_are_named() -> None:
+    from importlib import resources
+
+    from windowguard._estimate_priors import PRIORS_FILE, load_priors
+
+    text = resources.files("windowguard").joinpath(PRIORS_FILE).read_text(encoding="utf-8")
+    assert load_priors(text).keys() == FAMILIES.keys()
+    data = json.loads(text)
+    with pytest.raises(ConfigurationError, match="not valid JSON"):
+        load_priors(text[:-5])
+    with pytest.raises(ConfigurationError, match="other features"):
+        load_priors(json.dumps({**data, "features": data["features"][:-1]}))
+    broken = json.loads(text)
+    broken["families"]["o200k"]["prose"][0] = -1.0
+    with pytest.raises(ConfigurationError, match=r"o200k\.prose"):
+        load_priors(json.dumps(broken))
+    broken = json.loads(text)
+    broken["families"]["qwen"]["message"] = "8"
+    with pytest.raises(ConfigurationError, match=r"qwen\.message"):
+        load_priors(json.dumps(broken))
+    broken = json.loads(text)
+    broken["families"] = {"alias": {"same_as": "nobody"}, **broken["families"]}
+    with pytest.raises(ConfigurationError, match="nobody"):
+        load_priors(json.dumps(broken))
+    broken = json.loads(text)
+    del broken["families"]["mistral"]
+    with pytest.raises(ConfigurationError, match="no priors for mistral"):
+        load_priors(json.dumps(broken))
+
+
 def test_fitted_priors_are_non_negative_multiples_of_a_256th() -> None:
     for priors in FAMILIES.values():
         for weights in (priors.prose_weights, priors.dense_weights, priors.schema_weights):
@@ -403,7 +433,7 @@ def test_every_character_counts_toward_exactly_one_feature(text: str) -> None:
     from windowguard.estimate import text_features
 
     features = text_features(text)
-    per_character = features[: len(FEATURES) - 2]
+    per_character = features[: len(FEATURES) - 3]  # the run counts and escapes aside
     assert sum(per_character) == len(text)
     assert features[-1] == len(text.encode("utf-8", "surrogatepass"))
 

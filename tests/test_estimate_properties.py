@@ -28,12 +28,15 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import content_classes as cc
 import exact_tokenizers as ex
 from windowguard.adapters import shape_messages
 from windowguard.estimate import (
     FAMILIES,
     FEATURES,
+    LETTER_RATE_FLOOR,
     MEASURED_FAMILIES,
+    STRICT_STARTS,
     TOKEN_STARTS,
     Estimator,
     text_features,
@@ -488,19 +491,28 @@ _SOUP = "aZ0 \n.,;:_-/'\"(){}\t\u00e9\u4e2d\U0001f600"
         st.lists(st.sampled_from(["x", "7", "A", "it's", "3.5", "-2"]), min_size=1).map(" ".join),
     )
 )
-def test_token_starts_never_exceed_the_exact_count(text: str) -> None:
-    # The fit keeps every TOKEN_STARTS weight at or above its least cost, which is only
-    # safe if each of those characters really begins that many tokens in every family.
+def test_strict_token_starts_never_exceed_the_exact_count(text: str) -> None:
+    # Each of these characters really begins that many tokens in every family, so
+    # flooring their weights never costs more than the text's own tokens (the other
+    # floors of TOKEN_STARTS over-price on purpose: ",banana" is one pre-token).
     features = text_features(text)
-    starts = sum(features[FEATURES.index(name)] * n for name, n in TOKEN_STARTS.items())
+    starts = sum(features[FEATURES.index(name)] * n for name, n in STRICT_STARTS.items())
     for family in EXACT:
         assert starts <= counter(family).count(text), family
+    assert set(STRICT_STARTS) <= set(TOKEN_STARTS)
 
 
 def test_every_family_prices_a_token_start_at_its_least_cost() -> None:
+    # Prose and dense text, the text templates show (schema text is a stand-in, fitted).
+    letters = ("lower_after_lower", "upper_after_upper", "lower_after_upper")
     for priors in FAMILIES.values():
-        for weights in (priors.prose_weights, priors.dense_weights, priors.schema_weights):
+        for weights in (priors.prose_weights, priors.dense_weights):
             assert all(weights[FEATURES.index(name)] >= n for name, n in TOKEN_STARTS.items())
+            assert all(weights[FEATURES.index(name)] >= LETTER_RATE_FLOOR for name in letters)
+        schema = priors.schema_weights
+        assert all(schema[FEATURES.index(name)] >= n for name, n in STRICT_STARTS.items())
+        newlines = {w for f, w in zip(FEATURES, schema) if f.startswith("newline_")}
+        assert len(newlines) == 1  # appending to a schema line never lowers its estimate
 
 
 @pytest.mark.parametrize("family", EXACT)
@@ -632,5 +644,55 @@ def test_unknown_family_head_is_not_inflated() -> None:
     ]
     exact = max(count_prompt(counter(f), head, None, template=TEMPLATE_OF[f]) for f in EXACT)
     unknown = Estimator(None).count(head)
-    assert max(Estimator(f).count(head) for f in EXACT) <= unknown <= 2 * exact
+    # (Revision 6 prices English words by their length, as words no vocabulary holds:
+    # 166 against 78 here; revision 5 gave 119.)
+    assert max(Estimator(f).count(head) for f in EXACT) <= unknown <= 2.5 * exact
     assert unknown < Estimator("claude").count(head)
+
+
+# --------------------------------------------------------------------------- issue 18
+# Content classes designed from the tokenizers' pre-token rules (tests/content_classes.py):
+# the heuristic errs high by construction on every one, in every family with an offline
+# tokenizer, as a tool result and as a user message; compact JSON arguments as a tool call.
+
+
+@functools.lru_cache(maxsize=5_000)
+def exact_call(family: str, arguments: str) -> int:
+    return cc.exact_call_cost(counter(family), TEMPLATE_OF[family], arguments)
+
+
+@pytest.mark.parametrize("family", EXACT)
+@pytest.mark.parametrize("content", sorted(cc.TEXT_CLASSES))
+@PROPERTY
+@given(data=st.data())
+def test_pre_token_classes_are_never_under_counted(family: str, content: str, data: Any) -> None:
+    text = data.draw(cc.strategy(cc.TEXT_CLASSES[content]), label=content)
+    assert_covered(family, text)
+
+
+@pytest.mark.parametrize("family", EXACT)
+@pytest.mark.parametrize("content", sorted(cc.CALL_CLASSES))
+@PROPERTY
+@given(data=st.data())
+def test_tool_call_arguments_are_never_under_counted(family: str, content: str, data: Any) -> None:
+    arguments = data.draw(cc.strategy(cc.CALL_CLASSES[content]), label=content)
+    shape = shape_messages([cc.call_message(arguments)], format="openai_chat").shapes[0]
+    estimate, exact = Estimator(family).message_tokens(shape), exact_call(family, arguments)
+    assert estimate >= exact, f"{family}: {estimate} < {exact} for {arguments[:120]!r}"
+
+
+@pytest.mark.parametrize("family", EXACT)
+@pytest.mark.parametrize("content", sorted(cc.SCHEMA_CLASSES))
+@PROPERTY
+@given(data=st.data())
+def test_issue_schema_classes_are_never_under_counted(family: str, content: str, data: Any) -> None:
+    tools = data.draw(cc.strategy(cc.SCHEMA_CLASSES[content]), label=content)
+    exact = exact_tool_block(family, tools)
+    estimate = Estimator(family).tools_tokens(tools)
+    assert estimate >= exact, f"{family}: {len(tools)} tools estimated {estimate} < {exact}"
+
+
+@pytest.mark.parametrize("family", EXACT)
+@pytest.mark.parametrize("language", sorted(cc.LANGUAGE_SAMPLES))
+def test_real_samples_of_latin_languages_are_covered(family: str, language: str) -> None:
+    assert_covered(family, cc.LANGUAGE_SAMPLES[language])

@@ -252,7 +252,9 @@ def test_history_processor_through_process_history(script: Script) -> None:
         Emulator(flavor="openai", context_window=WINDOW, scenario=script) as emu,
     ):
         processor = history_processor(
-            model_info=wg.ModelInfo(context_window=WINDOW), safety=700, sinks=[recorder]
+            model_info=wg.ModelInfo(context_window=WINDOW, tokenizer="o200k"),
+            safety=700,
+            sinks=[recorder],
         )
         agent = _agent(emu, capabilities=[ProcessHistory(processor)])
         result = agent.run_sync(TASK, model_settings={"max_tokens": 1000})
