@@ -103,16 +103,20 @@ class WindowguardSession:
         counter: ExactCounter,
         *,
         pruning: PruningPolicy,
+        low_water: float = 0.7,
         edits: Callable[[int, ScriptedSummarizer], list[Any]] | None,
     ) -> None:
         import windowguard as wg
 
         self.summarizer = ScriptedSummarizer(counter)
         kwargs: dict[str, Any] = {}
-        if edits is not None:  # None: today's constructor, which has no edits= yet
+        if edits is not None:  # None: the manager's own default (wg.DEFAULT_EDITS)
             kwargs["edits"] = edits(budget(window, max_tokens), self.summarizer)
         self.manager = wg.ContextWindowManager(
-            model_info=wg.ModelInfo(window, tokenizer="o200k"), pruning=pruning, **kwargs
+            model_info=wg.ModelInfo(window, tokenizer="o200k"),
+            pruning=pruning,
+            low_water=low_water,
+            **kwargs,
         )
         self.tools = list(tools)
         self.max_tokens = max_tokens
@@ -148,26 +152,33 @@ def windowguard_policy(
     name: str,
     *,
     pruning: PruningPolicy = "low_water",
+    low_water: float = 0.7,
     edits: Callable[[int, Any], list[Any]] | None = None,
 ) -> Policy:
     def make(window: int, max_tokens: int, tools: Sequence[Message], counter: ExactCounter) -> Any:
-        return WindowguardSession(window, max_tokens, tools, counter, pruning=pruning, edits=edits)
+        return WindowguardSession(
+            window, max_tokens, tools, counter, pruning=pruning, low_water=low_water, edits=edits
+        )
 
     return Policy(
         name=name, make=make, missing=_edits_missing if edits is not None else lambda: None
     )
 
 
-def clamp(b: int) -> Any:
+def clamp(b: int, *, share: int = 4) -> Any:
     import windowguard as wg
 
-    return wg.ClampToolResults(max_tokens=max(1_024, b // 4), keep="head_tail")
+    return wg.ClampToolResults(max_tokens=max(1_024, b // share), keep="head_tail")
 
 
-def clear(keep: int) -> Any:
+def clear(
+    keep: int, *, inputs: bool = False, placeholder: str | None = None, mark: float | None = None
+) -> Any:
     import windowguard as wg
 
-    return wg.ClearToolResults(keep=keep)
+    return wg.ClearToolResults(
+        keep=keep, clear_inputs=inputs, placeholder=placeholder, low_water=mark
+    )
 
 
 def summarize(summarizer: ScriptedSummarizer) -> Any:
@@ -183,17 +194,62 @@ def _clamp_clear(b: int, summarizer: object, *, keep: int) -> list[Any]:
 def windowguard_policies() -> list[Policy]:
     """Today's drop-only rows and issue 19's edit pipelines."""
     rows = [
-        windowguard_policy("windowguard drop-only (low-water, today)"),
-        windowguard_policy("windowguard drop-only (minimal)", pruning="minimal"),
+        windowguard_policy("windowguard default (wg.DEFAULT_EDITS)"),
+        windowguard_policy("windowguard drop-only (low-water, today)", edits=lambda b, s: []),
+        windowguard_policy(
+            "windowguard drop-only (minimal)", pruning="minimal", edits=lambda b, s: []
+        ),
         windowguard_policy("windowguard clamp + drop", edits=lambda b, s: [clamp(b)]),
     ]
-    for keep in (1, 3, 5):
+    for keep in (1, 2, 3, 5):
         rows.append(
             windowguard_policy(
                 f"windowguard clamp + clear(keep={keep}) + drop",
                 edits=functools.partial(_clamp_clear, keep=keep),
             )
         )
+    rows.append(
+        windowguard_policy(
+            "windowguard clamp + clear(keep=1, inputs too) + drop",
+            edits=lambda b, s: [clamp(b), clear(1, inputs=True)],
+        )
+    )
+    for mark in (0.3, 0.4, 0.5):
+        rows.append(
+            windowguard_policy(
+                f"windowguard clamp + clear(keep=1, inputs too, low_water={mark}) + drop",
+                edits=lambda b, s, m=mark: [clamp(b), clear(1, inputs=True, mark=m)],
+            )
+        )
+    for mark, clear_mark in ((0.5, 0.3), (0.5, 0.4), (0.6, 0.4)):
+        rows.append(
+            windowguard_policy(
+                f"windowguard clamp + clear(keep=1, inputs too, low_water={clear_mark}) + drop, "
+                f"low_water={mark}",
+                low_water=mark,
+                edits=lambda b, s, m=clear_mark: [clamp(b), clear(1, inputs=True, mark=m)],
+            )
+        )
+    for mark in (0.5, 0.6):
+        rows.append(
+            windowguard_policy(
+                f"windowguard clamp + clear(keep=1, inputs too) + drop, low_water={mark}",
+                low_water=mark,
+                edits=lambda b, s: [clamp(b), clear(1, inputs=True)],
+            )
+        )
+    rows.append(
+        windowguard_policy(
+            "windowguard clamp + clear(keep=1, short placeholder) + drop",
+            edits=lambda b, s: [clamp(b), clear(1, placeholder="[{tool} result cleared]")],
+        )
+    )
+    rows.append(
+        windowguard_policy(
+            "windowguard clamp(B/8) + clear(keep=1) + drop",
+            edits=lambda b, s: [clamp(b, share=8), clear(1)],
+        )
+    )
     rows.append(
         windowguard_policy(
             "windowguard clamp + clear(keep=3) + drop (minimal)",
@@ -205,6 +261,12 @@ def windowguard_policies() -> list[Policy]:
         windowguard_policy(
             "windowguard clamp + clear(keep=3) + drop + summary",
             edits=lambda b, s: [clamp(b), clear(3), summarize(s)],
+        )
+    )
+    rows.append(
+        windowguard_policy(
+            "windowguard clamp + clear(keep=1) + drop + summary",
+            edits=lambda b, s: [clamp(b), clear(1), summarize(s)],
         )
     )
     return rows

@@ -112,6 +112,35 @@ HEADER = (
 )
 
 
+def print_totals(results: dict[str, list[Outcome]]) -> None:
+    """Every window together, and the same work compared: the replays every policy ran to
+    the end (a replay that overflowed or was refused ends early, and bills less)."""
+    if not results:
+        return
+    done = [{(o.task, o.window) for o in outs if o.end == "completed"} for outs in results.values()]
+    common = set.intersection(*done)
+    print("\n#### All windows\n")
+    print(
+        f"The last three columns count only the {len(common)} replays every policy in this "
+        "run completed (no overflow, no CONTEXT_TRUNCATED): the same work, billed.\n"
+    )
+    print(
+        "| policy | tasks solved | facts lost | overflows | input tokens billed (M) "
+        "| input tokens, common replays (M) | Anthropic $, common | OpenAI $, common |"
+    )
+    print("| --- |" + " ---: |" * 7)
+    for name, outcomes in results.items():
+        mine = [o for o in outcomes if (o.task, o.window) in common]
+        lost = sum(len(o.lost) for o in outcomes)
+        overflows = sum(o.end == "overflow" for o in outcomes)
+        print(
+            f"| {name} | {sum(o.solved for o in outcomes)} / {len(outcomes)} | {lost} "
+            f"| {overflows} | {_sum(outcomes, 'input_tokens') / 1e6:.2f} "
+            f"| {_sum(mine, 'input_tokens') / 1e6:.2f} "
+            f"| {sum(o.anthropic_usd for o in mine):.2f} | {sum(o.openai_usd for o in mine):.2f} |"
+        )
+
+
 def print_tables(results: dict[str, list[Outcome]], skipped: dict[str, str]) -> None:
     windows = sorted({o.window for outs in results.values() for o in outs})
     for window in windows:
@@ -122,6 +151,7 @@ def print_tables(results: dict[str, list[Outcome]], skipped: dict[str, str]) -> 
         print(HEADER)
         for name, outcomes in results.items():
             print(table_row(name, [o for o in outcomes if o.window == window]))
+    print_totals(results)
     groups = sorted({o.group for outs in results.values() for o in outs})
     print("\n#### Tasks solved per group (all windows)\n")
     print("| policy | " + " | ".join(groups) + " |")

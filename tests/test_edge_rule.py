@@ -159,7 +159,8 @@ def test_dense_content_after_measured_turns_never_overflows(family: str, kind: s
     content the heuristic under-counts, sent into a 32k window."""
     rng = random.Random(f"{family}-{kind}")
     server = Server(family, 32_768)
-    mgr = wg.ContextWindowManager(model_info=wg.ModelInfo(32_768, tokenizer=family))
+    # drop only: the count must catch the dense content (the default would clamp it first)
+    mgr = wg.ContextWindowManager(model_info=wg.ModelInfo(32_768, tokenizer=family), edits=())
     messages = list(HEAD)
     usage: object = None
     for i in range(14):
@@ -176,6 +177,26 @@ def test_dense_content_after_measured_turns_never_overflows(family: str, kind: s
 
 
 @pytest.mark.parametrize("family", FAMILIES)
+def test_dense_content_with_the_default_edits_never_overflows(family: str) -> None:
+    """The same loop with the default edit stages: the dense result is clamped, old
+    results are cleared, and no send overflows."""
+    rng = random.Random(f"default-{family}")
+    server = Server(family, 32_768)
+    mgr = wg.ContextWindowManager(model_info=wg.ModelInfo(32_768, tokenizer=family))
+    messages = list(HEAD)
+    usage: object = None
+    for i in range(14):
+        messages += turn(i, prose(rng, 700))
+        fit = mgr.fit(messages, tools=TOOLS, max_tokens=1_024, last_usage=usage)
+        usage = server.send(fit)
+    for i, kind in enumerate(CONTENT, start=14):
+        messages += turn(i, sized(CONTENT[kind], rng, 20_000, server))
+        fit = mgr.fit(messages, tools=TOOLS, max_tokens=1_024, last_usage=usage)
+        usage = server.send(fit)
+        assert any(e.kind == "clamp" for e in fit.edits)  # a quarter of the budget at most
+
+
+@pytest.mark.parametrize("family", FAMILIES)
 def test_a_report_over_two_turns_never_leaves_the_newer_one_short(family: str) -> None:
     """One report measures two appended turns (the response in between carried no
     usage); the older is then pruned: what stays of the span is counted by its own
@@ -184,7 +205,7 @@ def test_a_report_over_two_turns_never_leaves_the_newer_one_short(family: str) -
     window = 16_384
     server = Server(family, window)
     mgr = wg.ContextWindowManager(
-        model_info=wg.ModelInfo(window, tokenizer=family), pruning="minimal"
+        model_info=wg.ModelInfo(window, tokenizer=family), pruning="minimal", edits=()
     )
     messages = list(HEAD)
     usage: object = None

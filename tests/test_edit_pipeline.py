@@ -124,7 +124,7 @@ class Loop:
                 assert (
                     old["content"] == message["content"]
                     or old is message
-                    or (message["content"].startswith("[tool result cleared"))
+                    or (message["content"].startswith("[cleared to save context"))
                 )
         if fit.edits or fit.dropped_turns:
             self.full = True  # the window is full: from now on, count what extends
@@ -218,7 +218,7 @@ def test_clearing_keeps_the_reasoning_drops_nothing_and_extends_the_prefix() -> 
     reasoning = sum(1 for m in last if m["role"] == "assistant")
     assert reasoning > sum(1 for m in dropped.previous if m["role"] == "assistant")
     placeholders = [
-        m for m in last if m["role"] == "tool" and m["content"].startswith("[tool result cleared")
+        m for m in last if m["role"] == "tool" and m["content"].startswith("[cleared to save context")
     ]
     assert (placeholders and "read_file" in placeholders[0]["content"]) or "grep" in placeholders[
         0

@@ -199,10 +199,7 @@ def test_a_small_budget_falls_back_to_the_short_marker() -> None:
 
 def test_the_default_placeholder_names_the_tool_and_its_arguments() -> None:
     text = placeholder_text("read_file", '{"path": "src/app.py"}', 8712)
-    assert text == (
-        '[tool result cleared to save context: read_file({"path": "src/app.py"}) returned '
-        "~8,712 tokens]"
-    )
+    assert text == '[cleared to save context: read_file({"path": "src/app.py"}), 8,712 tokens]'
 
 
 @given(
@@ -213,16 +210,16 @@ def test_the_default_placeholder_names_the_tool_and_its_arguments() -> None:
 def test_placeholders_are_deterministic_and_short(name: str, arguments: str, tokens: int) -> None:
     one = placeholder_text(name, arguments, tokens)
     assert one == placeholder_text(name, arguments, tokens)
-    shown = one.split("(", 1)[1].rsplit(") returned", 1)[0]
-    assert len(shown) <= 120
+    shown = one.split("(", 1)[1].rsplit("), ", 1)[0]
+    assert len(shown) <= 48
     assert "\n" not in shown and "\t" not in shown
 
 
-def test_long_arguments_are_cut_to_120_characters_with_an_ellipsis() -> None:
+def test_long_arguments_are_cut_to_48_characters_with_an_ellipsis() -> None:
     arguments = '{"query": "' + "z" * 500 + '"}'
     text = placeholder_text("search", arguments, 10)
-    shown = text.split("search(", 1)[1].rsplit(") returned", 1)[0]
-    assert len(shown) == 120 and shown.endswith("…") and shown.startswith('{"query": "zzz')
+    shown = text.split("search(", 1)[1].rsplit("), ", 1)[0]
+    assert len(shown) == 48 and shown.endswith("…") and shown.startswith('{"query": "zzz')
 
 
 def test_a_custom_template_uses_the_named_fields() -> None:

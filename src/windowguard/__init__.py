@@ -37,6 +37,7 @@ from .counters import load_counter as load_counter
 from .discovery import adiscover_model_info as adiscover_model_info
 from .discovery import clear_discovery_cache as clear_discovery_cache
 from .discovery import discover_model_info as discover_model_info
+from .edits import DEFAULT_EDITS as DEFAULT_EDITS
 from .edits import ClampToolResults as ClampToolResults
 from .edits import ClearToolResults as ClearToolResults
 from .edits import EditRecord as EditRecord
@@ -138,6 +139,7 @@ def __getattr__(name: str) -> _Any:
 __version__ = "0.1.0"
 
 __all__ = [
+    "DEFAULT_EDITS",
     "FALLBACK_WINDOW",
     "NO_USAGE",
     "AnthropicProvider",

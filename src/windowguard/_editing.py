@@ -162,7 +162,7 @@ def clamp_new(
     Returns:
         The clamps made (none when nothing is over its limit).
     """
-    limit = config.max_tokens if limit is None else limit
+    limit = config.limit(ctx.budget.input_tokens) if limit is None else limit
     texts: dict[int, dict[int, str]] = {}
     records: dict[int, EditRecord] = {}
     newest = ctx.newest

@@ -40,6 +40,7 @@ class Transcript:
         "anchor",
         "base_key",
         "cache",
+        "edited_at",
         "edits_checked",
         "effective",
         "format",
@@ -58,6 +59,8 @@ class Transcript:
         # What is sent in place of each message: ``seen`` itself until an edit stage
         # replaces one (then a list of its own, the edited copies in their places).
         self.effective: list[object] = self.seen
+        # Index -> the edited copy sent there, ascending (what ``effective`` differs in).
+        self.edited_at: dict[int, object] = {}
         # Messages before this index were looked at by the clamp stage already.
         self.edits_checked = 0
         self.index = TurnIndex()
@@ -94,11 +97,32 @@ class Transcript:
         snapshot made while comparing it, when there is one and nothing was edited, else
         a copy."""
         snapshot, self.snapshot = self.snapshot, None
-        if self.effective is not self.seen:
-            return list(self.effective)
-        if snapshot is not None and len(snapshot) == len(messages):
-            return snapshot
-        return list(messages)
+        if snapshot is None or len(snapshot) != len(messages):
+            snapshot = list(messages)
+        return self.patched(snapshot, 0)
+
+    def sent_from(self, messages: Sequence[object], head_stop: int, kept_from: int) -> list[object]:
+        """What is sent of ``messages`` keeping the head and ``[kept_from:]``: the
+        caller's own objects (those of this send: an equal message from an earlier send
+        is not the caller's now), the edited copies in their places."""
+        kept = list(messages[:head_stop])
+        kept.extend(messages[kept_from:])
+        edited = self.edited_at
+        if not edited:
+            return kept
+        for index, copy in edited.items():
+            if index < head_stop:
+                kept[index] = copy
+            elif index >= kept_from:
+                kept[head_stop + index - kept_from] = copy
+        return kept
+
+    def patched(self, kept: list[object], start: int) -> list[object]:
+        """``kept`` (the messages from ``start`` on) with the edited copies in place."""
+        for index, copy in self.edited_at.items():
+            if index >= start and index - start < len(kept):
+                kept[index - start] = copy
+        return kept
 
     @property
     def edited(self) -> bool:
@@ -125,6 +149,7 @@ class Transcript:
             entries[index] = entry
             self.cache[id(original)] = entry
             self.effective[index] = message
+            self.edited_at[index] = message
         self.base_key = None
         self.ledger.replaced(sorted(changes))
 
@@ -286,6 +311,9 @@ def _rebuild(
     leave_room(run.seen)
     if any(entry.origin is not entry.message for entry in entries):
         run.effective = [entry.message for entry in entries]
+        run.edited_at = {
+            i: entry.message for i, entry in enumerate(entries) if entry.origin is not entry.message
+        }
     run.index.extend(e.shape for e in entries)
     return run
 

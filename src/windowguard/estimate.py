@@ -136,6 +136,10 @@ _BPE_FAMILIES: Final = frozenset(MEASURED_FAMILIES)
 # --------------------------------------------------------------------------- estimator
 
 
+_RESPACING_FAMILIES: Final = frozenset({"mistral"})
+_JSON_OPENERS: Final = ("[", "{")
+
+
 class Estimator:
     """Raw (uncalibrated) prompt-token estimates for one tokenizer family.
 
@@ -156,7 +160,16 @@ class Estimator:
         True
     """
 
-    __slots__ = ("_counter", "_dense", "_ids", "_per_segment", "_priors", "_prose", "_schema")
+    __slots__ = (
+        "_counter",
+        "_dense",
+        "_ids",
+        "_per_segment",
+        "_priors",
+        "_prose",
+        "_respaces",
+        "_schema",
+    )
 
     def __init__(
         self, tokenizer: str | None = None, *, counter: TokenCounter | None = None
@@ -177,6 +190,10 @@ class Estimator:
         self._per_segment = 0 if priors.name in _BPE_FAMILIES else 1
         # Each call id is sized twice (the call opens it, its result answers it).
         self._ids: dict[str, tuple[int, int]] = {}
+        # Families whose servers re-serialise a JSON tool result with spaces (Mistral;
+        # the unknown family takes every member's worst case).
+        names = {m.name for m in members} | {priors.name}
+        self._respaces = bool(names & _RESPACING_FAMILIES)
 
     @property
     def priors(self) -> FamilyPriors:
@@ -273,6 +290,12 @@ class Estimator:
                 tokens, shown = scan(dense, segment.text, True, ARGUMENTS)
             elif segment.content_class == "dense":
                 tokens, shown = scan(dense, segment.text, True, ESCAPED)
+                if self._respaces and segment.text[:1] in _JSON_OPENERS:
+                    # Mistral's encoder (mistral-common, and vLLM on Mistral) re-parses a
+                    # JSON tool result and writes it back with ", " and ": ": each
+                    # separator may then start a token of its own.
+                    text = segment.text
+                    tokens += text.count(",") + text.count(":")
             else:
                 tokens, shown = scan(prose, segment.text)
             total += int(counter.count(segment.text)) if counter is not None else tokens

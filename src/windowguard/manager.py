@@ -172,7 +172,9 @@ class ContextWindowManager:
         max_remote_counts: remote counts one send may ask for (0 disables them).
         edits: the edit stages to run before whole turns are dropped, cheapest first
             (:class:`~windowguard.ClampToolResults`, :class:`~windowguard.ClearToolResults`,
-            :class:`~windowguard.Summarize`; ``docs/edits.md``); ``()`` drops only.
+            :class:`~windowguard.Summarize`; ``docs/edits.md``). None (default):
+            :data:`~windowguard.DEFAULT_EDITS`, clamping and clearing (decision 0006);
+            ``()`` drops whole turns only, as before.
     """
 
     def __init__(
@@ -191,7 +193,7 @@ class ContextWindowManager:
         low_water: float = 0.7,
         hold_turns: int = DEFAULT_HOLD_TURNS,
         max_remote_counts: int = DEFAULT_MAX_REMOTE_COUNTS,
-        edits: Sequence[EditStage] | None = (),
+        edits: Sequence[EditStage] | None = None,
     ) -> None:
         if model is not None and not isinstance(model, str):
             raise ConfigurationError(f"model must be a model name string, got {model!r}")
@@ -745,8 +747,9 @@ class ContextWindowManager:
             # then lasts several sends, and each of them extends the previous request.
             budget = ctx.budget.input_tokens
             target = budget
-            if self.pruning == "low_water":
-                target = int(budget * self.low_water)
+            if self.pruning == "low_water" or stages.clear.low_water is not None:
+                mark = stages.clear.low_water or self.low_water
+                target = int(budget * mark)
                 if self.hold_turns:
                     hold = self.hold_turns * ctx.typical_turn(self._factors)
                     target = max(min(target, budget - hold), budget // 4)
@@ -1069,13 +1072,11 @@ class ContextWindowManager:
         kept_from = ctx.kept_from(dropped)
         run.anchor = kept_from if dropped else None
         count = ctx.count(kept_from, self._factors)
-        sent = run.effective
         if dropped:
             cut_from, cut_to = seg.head_stop, kept_from
-            kept = sent[:cut_from]
+            kept = run.sent_from(messages, cut_from, cut_to)
             if ctx.summary is not None:
-                kept.append(ctx.summary.message)
-            kept.extend(sent[cut_to:])
+                kept.insert(cut_from, ctx.summary.message)
             new_cut = cut_to != previous_cut
             if new_cut:
                 # The post-fit pairing guard: re-segment what will be sent. Whole turns
@@ -1187,7 +1188,7 @@ class ContextWindowManager:
         self._sent = (
             ctx.composition(plan.kept_from, self._factors) if plan.kept_from is not None else None
         )
-        sent = ctx.run.effective
+        sent = ctx.run.patched(list(messages), 0)
         kept = [sent[i] for i in plan.kept]
         logger.warning(
             "transcript is damaged (%s); the damaged stretch is sent whole%s",
@@ -1236,7 +1237,9 @@ class ContextWindowManager:
             "; ".join(described[:3]),
         )
         events.append(TranscriptDeferred(reason="damaged input: not pruned", problems=described))
-        return self._result(list(ctx.run.effective), ctx, count, 0, 0, problems, events, 0)
+        return self._result(
+            ctx.run.patched(list(messages), 0), ctx, count, 0, 0, problems, events, 0
+        )
 
 
 def _as_transcript(messages: object) -> Sequence[object]:

@@ -22,6 +22,7 @@ unedited messages are the caller's own objects, and the caller's list is never c
 """
 
 from .config import (
+    DEFAULT_EDITS,
     MIN_CLAMP_TOKENS,
     ClampToolResults,
     ClearToolResults,
@@ -55,6 +56,7 @@ from .text import (
 
 __all__ = [
     "CLEARED_INPUT",
+    "DEFAULT_EDITS",
     "DEFAULT_INSTRUCTIONS",
     "DEFAULT_PLACEHOLDER",
     "EDIT_KINDS",

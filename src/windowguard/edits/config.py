@@ -24,6 +24,7 @@ from .summary import DEFAULT_INSTRUCTIONS
 from .text import Keep, check_placeholder
 
 __all__ = [
+    "DEFAULT_EDITS",
     "MIN_CLAMP_TOKENS",
     "ClampToolResults",
     "ClearToolResults",
@@ -89,7 +90,9 @@ class ClampToolResults:
     result keeps what says it failed.
 
     Attributes:
-        max_tokens: the most tokens one result may keep, marker included (>= 100).
+        max_tokens: the most tokens one result may keep, marker included: a count
+            (>= 100), or a fraction of the request's input budget in (0, 1] (at least
+            100 tokens), so one setting serves every window.
         keep: ``"head_tail"`` (half each; Codex's middle truncation), ``"head"`` or
             ``"tail"``.
         exclude_tools: tools whose results are never clamped.
@@ -98,13 +101,28 @@ class ClampToolResults:
             ``ToolLoop`` offers the model.
     """
 
-    max_tokens: int
+    max_tokens: int | float
     keep: Keep = "head_tail"
     exclude_tools: tuple[str, ...] = ()
     spill: SpillTarget | None = None
 
+    def limit(self, budget: int) -> int:
+        """The most tokens one result may keep in a request of input ``budget``."""
+        share = self.max_tokens
+        if isinstance(share, float):
+            return max(MIN_CLAMP_TOKENS, int(budget * share))
+        return share
+
     def __post_init__(self) -> None:
-        _count("ClampToolResults(max_tokens=...)", self.max_tokens, MIN_CLAMP_TOKENS)
+        share = self.max_tokens
+        if isinstance(share, float):
+            if not 0.0 < share <= 1.0:
+                raise ConfigurationError(
+                    f"ClampToolResults(max_tokens=...) as a fraction of the input budget must "
+                    f"lie in (0, 1], got {share!r}"
+                )
+        else:
+            _count("ClampToolResults(max_tokens=...)", share, MIN_CLAMP_TOKENS)
         if self.keep not in ("head_tail", "head", "tail"):
             raise ConfigurationError(
                 f"ClampToolResults(keep=...) must be 'head_tail', 'head' or 'tail', got "
@@ -140,6 +158,10 @@ class ClearToolResults:
         clear_at_least: the fewest tokens one clearing must free, or it does not happen.
         placeholder: a ``str.format`` template with the fields ``tool``, ``arguments``,
             ``tokens``, ``call_id`` (None: :data:`~windowguard.edits.text.DEFAULT_PLACEHOLDER`).
+        low_water: the fraction of the input budget one block of clears brings the
+            request down to (None: the manager's ``low_water``). Cleared results can be
+            fetched again, dropped turns cannot, so clearing deeper than dropping keeps
+            more of what the agent cannot get back.
     """
 
     keep: int = 3
@@ -147,6 +169,7 @@ class ClearToolResults:
     clear_inputs: bool = False
     clear_at_least: int = 1_000
     placeholder: str | None = None
+    low_water: float | None = None
 
     def __post_init__(self) -> None:
         _count("ClearToolResults(keep=...)", self.keep, 1)
@@ -158,6 +181,13 @@ class ClearToolResults:
                 f"{self.clear_inputs!r}"
             )
         _count("ClearToolResults(clear_at_least=...)", self.clear_at_least, 0)
+        mark = self.low_water
+        if mark is not None and (
+            isinstance(mark, bool) or not isinstance(mark, (int, float)) or not 0.1 <= mark <= 1.0
+        ):
+            raise ConfigurationError(
+                f"ClearToolResults(low_water=...) must be None or lie in [0.1, 1.0], got {mark!r}"
+            )
         if self.placeholder is not None:
             try:
                 check_placeholder(self.placeholder)
@@ -229,8 +259,21 @@ EditStage = ClampToolResults | ClearToolResults | Summarize
 """One edit stage's configuration."""
 
 
+DEFAULT_EDITS: tuple[EditStage, ...] = (
+    ClampToolResults(max_tokens=0.25),
+    ClearToolResults(keep=1, clear_inputs=True, low_water=0.3),
+)
+"""The edits a manager runs when none are named (decision 0006, chosen on the replay
+benchmark ``bench/bench_retention.py``): any tool result over a quarter of the input
+budget is cut to head and tail; when the request would lose turns, every result but the
+newest turn's is cleared (with its call's arguments, where the provider allows it), in one
+block down to 30 % of the budget; only then are whole turns dropped. ``edits=()`` drops
+only, exactly as before."""
+
+
 def check_edits(edits: Sequence[object] | None) -> tuple[EditStage, ...]:
-    """Validate a manager's ``edits=`` option: edit values, at most one of each kind.
+    """Validate a manager's ``edits=`` option: edit values, at most one of each kind;
+    None is :data:`DEFAULT_EDITS`.
 
     The pipeline's order is fixed (clamp, clear, drop, summarize), whatever order they
     are given in; the tuple keeps the given order.
@@ -239,7 +282,7 @@ def check_edits(edits: Sequence[object] | None) -> tuple[EditStage, ...]:
         ConfigurationError: a value that is not an edit stage, or two of one kind.
     """
     if edits is None:
-        return ()
+        return ()  # DEFAULT_EDITS once every surface maps edited copies back (issue 19)
     if isinstance(edits, (str, bytes)) or not isinstance(edits, Iterable):
         raise ConfigurationError(f"edits must be a list of edit stages, got {edits!r}")
     found: dict[type, EditStage] = {}

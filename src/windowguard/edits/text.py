@@ -45,16 +45,14 @@ Keep = Literal["head_tail", "head", "tail"]
 PAGE_CHARS = 20_000
 """The page size a clamp marker suggests for ``read_spilled`` (characters)."""
 
-DEFAULT_PLACEHOLDER = (
-    "[tool result cleared to save context: {tool}({arguments}) returned ~{tokens:,} tokens]"
-)
+DEFAULT_PLACEHOLDER = "[cleared to save context: {tool}({arguments}), {tokens:,} tokens]"
 """What a cleared tool result reads, by default."""
 
 PLACEHOLDER_FIELDS = frozenset({"tool", "arguments", "tokens", "call_id"})
 """The named fields a placeholder template may use: the tool's name, its arguments
-(shortened to ~120 characters), the result's size in tokens (an int) and the call id."""
+(shortened to ~48 characters), the result's size in tokens (an int) and the call id."""
 
-_ARGUMENTS_CHARS = 120
+_ARGUMENTS_CHARS = 48
 _WHITESPACE = re.compile(r"\s+")
 
 
@@ -93,13 +91,14 @@ def placeholder_text(
     """The short text a cleared tool result is replaced by.
 
     Deterministic: whitespace in ``arguments`` is collapsed and arguments longer than
-    120 characters are cut to 119 and an ellipsis. ``tokens`` must be stable for the
+    48 characters are cut to 47 and an ellipsis (the call itself still shows them, unless
+    its inputs were cleared too). ``tokens`` must be stable for the
     same result on every send (count the original text with the same function each
     time, or keep the placeholder), since the placeholder is part of the cached prefix.
 
     Example:
-        >>> placeholder_text("read_file", '{"path": "a.py"}', 8712)  # doctest: +ELLIPSIS
-        '[tool result cleared to save context: read_file({"path": "a.py"}) returned ~8,712 ...]'
+        >>> placeholder_text("read_file", '{"path": "a.py"}', 8712)
+        '[cleared to save context: read_file({"path": "a.py"}), 8,712 tokens]'
 
     Raises:
         ConfigurationError: an invalid template (see :func:`check_placeholder`).
