@@ -17,12 +17,20 @@ Two hooks, both over pydantic-ai's own message objects:
 
 Invariants:
 
-- Messages are never copied or rewritten: each :class:`~pydantic_ai.messages.ModelMessage`
-  is read as one or more OpenAI chat dicts (an index map remembers whose), the
-  dicts are fitted turn-atomically, and the kept messages are returned as the caller's
-  own objects, in order. A ``ModelResponse`` starts a turn; the ``ModelRequest`` holding
-  its ``ToolReturnPart`` / ``RetryPromptPart`` answers (paired by ``tool_call_id``) and
-  any user prompt after them belong to the same turn, so a request is never split.
+- Messages are never rewritten in place: each :class:`~pydantic_ai.messages.ModelMessage`
+  is read as one or more OpenAI chat dicts (an index map remembers whose, and which
+  part), the dicts are fitted turn-atomically, and the kept messages are returned as
+  the caller's own objects, in order. With ``edits=`` the exceptions are copies
+  (``dataclasses.replace``): a request whose tool return was clamped or cleared carries
+  a ``ToolReturnPart`` with the edited text (a tool ``RetryPromptPart`` becomes one, so
+  the model is sent exactly the text counted), a response whose call arguments were
+  cleared carries ``args={}``, and a summary is a new ``ModelRequest`` with one
+  ``UserPromptPart`` after the head (a summarizer is given the OpenAI Chat dicts). The
+  capability's copies reach that one request only; ``ProcessHistory`` writes a
+  processor's result, copies included, back into the run's history.
+  A ``ModelResponse`` starts a turn; the ``ModelRequest`` holding its
+  ``ToolReturnPart`` / ``RetryPromptPart`` answers (paired by ``tool_call_id``) and any
+  user prompt after them belong to the same turn, so a request is never split.
 - The system prompt parts and the first user prompt (the head) and the newest turn are
   always kept; a request that cannot fit raises
   :class:`~windowguard.ContextTruncatedError` before any HTTP request.
@@ -41,6 +49,7 @@ Invariants:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -69,11 +78,13 @@ from .._conversations import (
     head_key,
 )
 from ..catalog import ModelInfo
+from ..edits.config import EditStage
 from ..exceptions import ConfigurationError
 from ..manager import ContextWindowManager, Fit
 from ..prune import PruningPolicy
 from ..shrink import DEFAULT_SAFETY_BUFFER
 from ..sinks import Sink, as_sinks, emit
+from ._sent import align, call_arguments
 
 __all__ = ["WindowGuard", "history_processor", "to_openai_chat"]
 
@@ -101,47 +112,61 @@ def to_openai_chat(
         ConfigurationError: an item that is neither a ``ModelRequest`` nor a
             ``ModelResponse``.
     """
+    dicts, owners, _ = _read(messages, instructions)
+    return dicts, owners
+
+
+def _read(
+    messages: Sequence[ModelMessage], instructions: str | None
+) -> tuple[list[dict[str, Any]], list[int | None], list[int | None]]:
+    """:func:`to_openai_chat`, with each dict's part index in its request (None for a
+    response's one dict and the instructions)."""
     dicts: list[dict[str, Any]] = []
     owners: list[int | None] = []
+    parts: list[int | None] = []
     if instructions:
         dicts.append({"role": "system", "content": instructions})
         owners.append(None)
+        parts.append(None)
     for index, message in enumerate(messages):
         if isinstance(message, _messages.ModelResponse):
-            read = [_response_dict(message)]
+            read: list[tuple[int | None, dict[str, Any]]] = [(None, _response_dict(message))]
         elif isinstance(message, _messages.ModelRequest):
-            read = _request_dicts(message)
+            read = list(_request_dicts(message))
         else:
             raise ConfigurationError(
                 f"message {index} is a {type(message).__name__}, not a pydantic-ai "
                 "ModelRequest or ModelResponse"
             )
-        dicts.extend(read)
+        dicts.extend(d for _, d in read)
         owners.extend([index] * len(read))
-    return dicts, owners
+        parts.extend(p for p, _ in read)
+    return dicts, owners, parts
 
 
-def _request_dicts(request: _messages.ModelRequest) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for part in request.parts:
+def _request_dicts(request: _messages.ModelRequest) -> list[tuple[int | None, dict[str, Any]]]:
+    """The dicts a request is read as, each with the index of its part."""
+    out: list[tuple[int | None, dict[str, Any]]] = []
+    for number, part in enumerate(request.parts):
+        read: dict[str, Any] | None = None
         if isinstance(part, _messages.SystemPromptPart):
-            out.append({"role": "system", "content": part.content})
+            read = {"role": "system", "content": part.content}
         elif isinstance(part, _messages.UserPromptPart):
-            out.append({"role": "user", "content": _user_content(part.content)})
+            read = {"role": "user", "content": _user_content(part.content)}
         elif isinstance(part, _messages.NativeToolReturnPart):
-            out.append({"role": "user", "content": _text(part.content)})
+            read = {"role": "user", "content": _text(part.content)}
         elif isinstance(part, _messages.BaseToolReturnPart):
-            out.append(
-                {"role": "tool", "tool_call_id": part.tool_call_id, "content": _tool_text(part)}
-            )
+            read = {"role": "tool", "tool_call_id": part.tool_call_id, "content": _tool_text(part)}
         elif isinstance(part, _messages.RetryPromptPart):  # pyright: ignore[reportDeprecated]
             text = _retry_text(part)
             if part.tool_name is not None:
-                out.append({"role": "tool", "tool_call_id": part.tool_call_id, "content": text})
+                read = {"role": "tool", "tool_call_id": part.tool_call_id, "content": text}
             else:
-                out.append({"role": "user", "content": text})
+                read = {"role": "user", "content": text}
         elif isinstance(part, _messages.RetryFeedbackPart):
-            out.append({"role": "user", "content": _retry_text(part)})
+            read = {"role": "user", "content": _retry_text(part)}
+        if read is not None:
+            out.append((number, read))
         # Delta and bookkeeping parts are not sent as messages.
     return out
 
@@ -235,12 +260,32 @@ def _tool_dicts(definitions: Iterable[ToolDefinition]) -> list[dict[str, Any]]:
 
 
 def _kept(
-    messages: Sequence[ModelMessage], owners: Sequence[int | None], fit: Fit, dicts: list[Any]
+    messages: Sequence[ModelMessage],
+    owners: Sequence[int | None],
+    fit: Fit,
+    dicts: list[Any],
+    parts: Sequence[int | None],
 ) -> list[ModelMessage]:
-    """The messages owning a kept dict, in order; a message owning no dict goes with the
-    next message that owns one (or the previous, at the end)."""
-    by_identity = {id(d): owner for d, owner in zip(dicts, owners, strict=True)}
-    keep = {by_identity[id(d)] for d in fit.messages} - {None}
+    """The messages owning a kept dict, in order, each a copy carrying its edited dicts
+    when it has any, with a summary's ``ModelRequest`` before the first message after
+    it; a message owning no dict goes with the next message that owns one (or the
+    previous, at the end)."""
+    keep: dict[int, dict[int, Mapping[str, Any]]] = {}  # owner -> {dict index: edited}
+    before: dict[int, list[ModelMessage]] = {}  # summaries, by the owner they precede
+    waiting: list[ModelMessage] = []
+    for index, sent in zip(align(dicts, fit.messages), fit.messages, strict=True):
+        if index is None:
+            waiting.append(_summary_request(cast("Mapping[str, Any]", sent)))
+            continue
+        owner = owners[index]
+        if owner is None:
+            continue  # the instructions: counted, not a message
+        if waiting:
+            before.setdefault(owner, []).extend(waiting)
+            waiting = []
+        edits = keep.setdefault(owner, {})
+        if sent is not dicts[index]:
+            edits[index] = cast("Mapping[str, Any]", sent)
     out: list[ModelMessage] = []
     owned = set(owners)
     pending: list[ModelMessage] = []
@@ -251,12 +296,70 @@ def _kept(
             continue
         last_kept = index in keep
         if last_kept:
+            out.extend(before.get(index, ()))
             out.extend(pending)
-            out.append(message)
+            edited = keep[index]
+            out.append(_edited(message, edited, parts) if edited else message)
         pending = []
     if pending and last_kept:
         out.extend(pending)
+    out.extend(waiting)
     return out
+
+
+def _summary_request(sent: Mapping[str, Any]) -> _messages.ModelRequest:
+    return _messages.ModelRequest(parts=[_messages.UserPromptPart(content=sent["content"])])
+
+
+def _edited(
+    message: ModelMessage, edited: Mapping[int, Mapping[str, Any]], parts: Sequence[int | None]
+) -> ModelMessage:
+    """A copy of ``message`` with its edited dicts' content: a request's tool returns
+    (the edited text, as a ``ToolReturnPart``), a response's cleared call arguments."""
+    if isinstance(message, _messages.ModelResponse):
+        arguments: dict[object, str] = {}
+        for sent in edited.values():
+            arguments.update(call_arguments(sent))
+        new_parts: list[Any] = [
+            dataclasses.replace(
+                cast(Any, part), args=_arguments(part, arguments[part.tool_call_id])
+            )
+            if isinstance(part, _messages.BaseToolCallPart)
+            and not isinstance(part, _messages.NativeToolCallPart)
+            and part.tool_call_id in arguments
+            else part
+            for part in message.parts
+        ]
+        return dataclasses.replace(message, parts=new_parts)
+    texts = {parts[index]: sent.get("content") for index, sent in edited.items()}
+    request_parts: list[Any] = list(message.parts)
+    for number, text in texts.items():
+        if number is None:
+            continue
+        part = request_parts[number]
+        if isinstance(part, _messages.BaseToolReturnPart):
+            request_parts[number] = dataclasses.replace(part, content=text)
+        elif isinstance(part, _messages.RetryPromptPart):  # pyright: ignore[reportDeprecated]
+            # A retry prompt is sent with a suffix of pydantic-ai's own: as a tool return
+            # the model is sent exactly the edited text that was counted.
+            request_parts[number] = _messages.ToolReturnPart(
+                tool_name=part.tool_name or "",
+                content=text,
+                tool_call_id=part.tool_call_id,
+                timestamp=part.timestamp,
+            )
+    return dataclasses.replace(message, parts=request_parts)
+
+
+def _arguments(part: _messages.BaseToolCallPart[Any], text: str) -> str | dict[str, Any]:
+    """Cleared arguments in the form the part holds them (JSON text or a dict)."""
+    if isinstance(part.args, str):
+        return text
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 # -- per-conversation fitting -----------------------------------------------------------
@@ -288,6 +391,7 @@ class _Fitter:
         messages: Sequence[ModelMessage],
         dicts: list[dict[str, Any]],
         owners: Sequence[int | None],
+        parts: Sequence[int | None],
         *,
         tools: list[dict[str, Any]] | None,
         max_tokens: int | None,
@@ -298,7 +402,7 @@ class _Fitter:
         )
         for event in fitted.fit.events:
             emit(event, self.sinks)
-        return _kept(messages, owners, fitted.fit, dicts), fitted
+        return _kept(messages, owners, fitted.fit, dicts, parts), fitted
 
 
 def _model_name(model: object) -> str:
@@ -338,6 +442,10 @@ class WindowGuard(AbstractCapability[Any]):
         strict: raise :class:`~windowguard.InvalidTranscriptError` on damaged history.
         sinks: callables given every event (``context_estimate``, ``transcript_pruned``,
             ``max_tokens_shrunk``, ``usage_measured`` ...).
+        edits: edit stages run before whole turns are dropped
+            (``[wg.ClampToolResults(...), wg.ClearToolResults(...), wg.Summarize(...)]``;
+            ``docs/edits.md``); ``()`` (default): drop only. The edited messages are
+            copies sent with that request only.
         manager: a configured manager to copy for each conversation (then leave the
             options above at their defaults: the manager carries its own).
         max_conversations: conversations remembered (least recently used forgotten).
@@ -355,6 +463,7 @@ class WindowGuard(AbstractCapability[Any]):
         pruning: PruningPolicy = "low_water",
         strict: bool = False,
         sinks: Iterable[Sink] = (),
+        edits: Sequence[EditStage] = (),
         manager: ContextWindowManager | None = None,
         max_conversations: int = DEFAULT_MAX_CONVERSATIONS,
         ttl_seconds: float | None = DEFAULT_TTL_SECONDS,
@@ -367,6 +476,7 @@ class WindowGuard(AbstractCapability[Any]):
             safety=safety,
             pruning=pruning,
             strict=strict,
+            edits=edits,
             max_conversations=max_conversations,
             ttl_seconds=ttl_seconds,
         )
@@ -399,9 +509,7 @@ class WindowGuard(AbstractCapability[Any]):
         """
         parameters = request_context.model_request_parameters
         messages = list(request_context.messages)
-        dicts, owners = to_openai_chat(
-            messages, instructions=_instructions(parameters.instruction_parts)
-        )
+        dicts, owners, parts = _read(messages, _instructions(parameters.instruction_parts))
         tool_defs = [*parameters.function_tools, *parameters.output_tools]
         model_name = _model_name(request_context.model)
         conversation = self._fitter.conversation(model_name, dicts, ctx.conversation_id)
@@ -411,6 +519,7 @@ class WindowGuard(AbstractCapability[Any]):
             messages,
             dicts,
             owners,
+            parts,
             tools=_tool_dicts(tool_defs) or None,
             max_tokens=_max_tokens(cast("Mapping[str, Any] | None", settings)),
         )
@@ -463,6 +572,7 @@ def history_processor(
     pruning: PruningPolicy = "low_water",
     strict: bool = False,
     sinks: Iterable[Sink] = (),
+    edits: Sequence[EditStage] = (),
     manager: ContextWindowManager | None = None,
     max_conversations: int = DEFAULT_MAX_CONVERSATIONS,
     ttl_seconds: float | None = DEFAULT_TTL_SECONDS,
@@ -482,8 +592,10 @@ def history_processor(
     Args:
         model: the model name for catalog limits; else the run's model name.
         model_info: the model's limits (wins over the catalog).
-        safety, pruning, strict, sinks, manager, max_conversations, ttl_seconds: as for
-            :class:`WindowGuard`.
+        safety, pruning, strict, sinks, edits, manager, max_conversations, ttl_seconds: as
+            for :class:`WindowGuard`. ``ProcessHistory`` writes what the processor
+            returns into the run's history, so with ``edits=`` the edited copies (a
+            clamped or cleared result) stay in the history for the rest of the run.
 
     Returns:
         An async ``(ctx, messages) -> messages`` processor.
@@ -498,6 +610,7 @@ def history_processor(
         safety=safety,
         pruning=pruning,
         strict=strict,
+        edits=edits,
         max_conversations=max_conversations,
         ttl_seconds=ttl_seconds,
     )
@@ -516,7 +629,7 @@ def history_processor(
             ),
             None,
         )
-        dicts, owners = to_openai_chat(messages, instructions=instructions)
+        dicts, owners, parts = _read(messages, instructions)
         model_name = model or _model_name(ctx.model)
         conversation = fitter.conversation(model_name, dicts, ctx.conversation_id)
         with conversation.lock:
@@ -530,6 +643,7 @@ def history_processor(
             messages,
             dicts,
             owners,
+            parts,
             tools=None,
             max_tokens=_max_tokens(cast("Mapping[str, Any] | None", ctx.model_settings)),
         )
