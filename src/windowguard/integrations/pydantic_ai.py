@@ -27,7 +27,9 @@ Invariants:
   cleared carries ``args={}``, and a summary is a new ``ModelRequest`` with one
   ``UserPromptPart`` after the head (a summarizer is given the OpenAI Chat dicts). The
   capability's copies reach that one request only; ``ProcessHistory`` writes a
-  processor's result, copies included, back into the run's history.
+  processor's result, copies included, back into the run's history, and the processor
+  reads each such copy as the message it stands for, so an edit is made again byte for
+  byte, never on an edited text (a placeholder is never cleared again).
   A ``ModelResponse`` starts a turn; the ``ModelRequest`` holding its
   ``ToolReturnPart`` / ``RetryPromptPart`` answers (paired by ``tool_call_id``) and any
   user prompt after them belong to the same turn, so a request is never split.
@@ -49,8 +51,8 @@ Invariants:
 
 from __future__ import annotations
 
-import dataclasses
-import json
+import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -60,7 +62,7 @@ try:
     from pydantic_ai import messages as _messages
     from pydantic_ai.capabilities import AbstractCapability
     from pydantic_ai.models import ModelRequestContext
-    from pydantic_ai.tools import RunContext, ToolDefinition
+    from pydantic_ai.tools import RunContext
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
         "windowguard.integrations.pydantic_ai needs pydantic-ai: "
@@ -84,283 +86,10 @@ from ..manager import ContextWindowManager, Fit
 from ..prune import PruningPolicy
 from ..shrink import DEFAULT_SAFETY_BUFFER
 from ..sinks import Sink, as_sinks, emit
-from ._sent import align, call_arguments
+from ._pydantic_messages import ModelMessage, read, sent_messages, tool_dicts
+from ._pydantic_messages import to_openai_chat as to_openai_chat
 
 __all__ = ["WindowGuard", "history_processor", "to_openai_chat"]
-
-ModelMessage = _messages.ModelRequest | _messages.ModelResponse
-
-
-# -- reading pydantic-ai messages as OpenAI chat dicts ------------------------------------
-
-
-def to_openai_chat(
-    messages: Sequence[ModelMessage], *, instructions: str | None = None
-) -> tuple[list[dict[str, Any]], list[int | None]]:
-    """Read pydantic-ai messages as OpenAI Chat Completions dicts, for counting.
-
-    Args:
-        messages: the run's messages.
-        instructions: the request's instructions, read as a leading system message.
-
-    Returns:
-        ``(dicts, owners)``: the dicts, and for each the index in ``messages`` of the
-        message it was read from (None for the instructions). A message that holds
-        nothing sent as a message (only bookkeeping parts) owns no dict.
-
-    Raises:
-        ConfigurationError: an item that is neither a ``ModelRequest`` nor a
-            ``ModelResponse``.
-    """
-    dicts, owners, _ = _read(messages, instructions)
-    return dicts, owners
-
-
-def _read(
-    messages: Sequence[ModelMessage], instructions: str | None
-) -> tuple[list[dict[str, Any]], list[int | None], list[int | None]]:
-    """:func:`to_openai_chat`, with each dict's part index in its request (None for a
-    response's one dict and the instructions)."""
-    dicts: list[dict[str, Any]] = []
-    owners: list[int | None] = []
-    parts: list[int | None] = []
-    if instructions:
-        dicts.append({"role": "system", "content": instructions})
-        owners.append(None)
-        parts.append(None)
-    for index, message in enumerate(messages):
-        if isinstance(message, _messages.ModelResponse):
-            read: list[tuple[int | None, dict[str, Any]]] = [(None, _response_dict(message))]
-        elif isinstance(message, _messages.ModelRequest):
-            read = list(_request_dicts(message))
-        else:
-            raise ConfigurationError(
-                f"message {index} is a {type(message).__name__}, not a pydantic-ai "
-                "ModelRequest or ModelResponse"
-            )
-        dicts.extend(d for _, d in read)
-        owners.extend([index] * len(read))
-        parts.extend(p for p, _ in read)
-    return dicts, owners, parts
-
-
-def _request_dicts(request: _messages.ModelRequest) -> list[tuple[int | None, dict[str, Any]]]:
-    """The dicts a request is read as, each with the index of its part."""
-    out: list[tuple[int | None, dict[str, Any]]] = []
-    for number, part in enumerate(request.parts):
-        read: dict[str, Any] | None = None
-        if isinstance(part, _messages.SystemPromptPart):
-            read = {"role": "system", "content": part.content}
-        elif isinstance(part, _messages.UserPromptPart):
-            read = {"role": "user", "content": _user_content(part.content)}
-        elif isinstance(part, _messages.NativeToolReturnPart):
-            read = {"role": "user", "content": _text(part.content)}
-        elif isinstance(part, _messages.BaseToolReturnPart):
-            read = {"role": "tool", "tool_call_id": part.tool_call_id, "content": _tool_text(part)}
-        elif isinstance(part, _messages.RetryPromptPart):  # pyright: ignore[reportDeprecated]
-            text = _retry_text(part)
-            if part.tool_name is not None:
-                read = {"role": "tool", "tool_call_id": part.tool_call_id, "content": text}
-            else:
-                read = {"role": "user", "content": text}
-        elif isinstance(part, _messages.RetryFeedbackPart):
-            read = {"role": "user", "content": _retry_text(part)}
-        if read is not None:
-            out.append((number, read))
-        # Delta and bookkeeping parts are not sent as messages.
-    return out
-
-
-def _response_dict(response: _messages.ModelResponse) -> dict[str, Any]:
-    text: list[str] = []
-    reasoning: list[str] = []
-    calls: list[dict[str, Any]] = []
-    for part in response.parts:
-        if isinstance(part, _messages.TextPart):
-            text.append(part.content)
-        elif isinstance(part, _messages.ThinkingPart):
-            reasoning.append(part.content)
-        elif isinstance(part, _messages.NativeToolCallPart):
-            # Server-side tool calls travel inside their response, with their returns.
-            text.append(part.args_as_json_str())
-        elif isinstance(part, _messages.BaseToolCallPart):
-            calls.append(
-                {
-                    "id": part.tool_call_id,
-                    "type": "function",
-                    "function": {"name": part.tool_name, "arguments": part.args_as_json_str()},
-                }
-            )
-        elif isinstance(part, _messages.NativeToolReturnPart):
-            text.append(_text(part.content))
-    message: dict[str, Any] = {"role": "assistant", "content": "".join(text) or None}
-    if reasoning:
-        message["reasoning_content"] = "\n".join(reasoning)
-    if calls:
-        message["tool_calls"] = calls
-    return message
-
-
-def _user_content(content: object) -> object:
-    if isinstance(content, str):
-        return content
-    parts: list[dict[str, Any]] = []
-    for item in content if isinstance(content, Iterable) else [content]:
-        if isinstance(item, str):
-            parts.append({"type": "text", "text": item})
-        elif isinstance(item, (_messages.ImageUrl, _messages.BinaryImage)) or (
-            isinstance(item, _messages.BinaryContent) and item.is_image
-        ):
-            # Media counts as a fixed per-item cost, never by its bytes.
-            parts.append({"type": "image_url", "image_url": {"url": "image"}})
-        elif isinstance(item, (_messages.FileUrl, _messages.BinaryContent, _messages.UploadedFile)):
-            parts.append({"type": "file", "file": {"filename": "file"}})
-        elif isinstance(item, _messages.CachePoint):
-            continue
-        else:
-            parts.append({"type": "text", "text": _text(getattr(item, "content", item))})
-    return parts
-
-
-def _tool_text(part: _messages.BaseToolReturnPart[Any]) -> str:
-    try:
-        return part.model_response_str()
-    except Exception:  # an unusual content type: count what it prints as
-        return _text(part.content)
-
-
-def _retry_text(part: object) -> str:
-    try:
-        return str(cast(Any, part).model_response())
-    except Exception:
-        return _text(getattr(part, "content", ""))
-
-
-def _text(value: object) -> str:
-    if isinstance(value, str):
-        return value
-    try:
-        return json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        return str(value)
-
-
-def _tool_dicts(definitions: Iterable[ToolDefinition]) -> list[dict[str, Any]]:
-    return [
-        {
-            "type": "function",
-            "function": {
-                "name": tool.name,
-                "description": tool.description or "",
-                "parameters": tool.parameters_json_schema,
-            },
-        }
-        for tool in definitions
-    ]
-
-
-def _kept(
-    messages: Sequence[ModelMessage],
-    owners: Sequence[int | None],
-    fit: Fit,
-    dicts: list[Any],
-    parts: Sequence[int | None],
-) -> list[ModelMessage]:
-    """The messages owning a kept dict, in order, each a copy carrying its edited dicts
-    when it has any, with a summary's ``ModelRequest`` before the first message after
-    it; a message owning no dict goes with the next message that owns one (or the
-    previous, at the end)."""
-    keep: dict[int, dict[int, Mapping[str, Any]]] = {}  # owner -> {dict index: edited}
-    before: dict[int, list[ModelMessage]] = {}  # summaries, by the owner they precede
-    waiting: list[ModelMessage] = []
-    for index, sent in zip(align(dicts, fit.messages), fit.messages, strict=True):
-        if index is None:
-            waiting.append(_summary_request(cast("Mapping[str, Any]", sent)))
-            continue
-        owner = owners[index]
-        if owner is None:
-            continue  # the instructions: counted, not a message
-        if waiting:
-            before.setdefault(owner, []).extend(waiting)
-            waiting = []
-        edits = keep.setdefault(owner, {})
-        if sent is not dicts[index]:
-            edits[index] = cast("Mapping[str, Any]", sent)
-    out: list[ModelMessage] = []
-    owned = set(owners)
-    pending: list[ModelMessage] = []
-    last_kept = False
-    for index, message in enumerate(messages):
-        if index not in owned:
-            pending.append(message)
-            continue
-        last_kept = index in keep
-        if last_kept:
-            out.extend(before.get(index, ()))
-            out.extend(pending)
-            edited = keep[index]
-            out.append(_edited(message, edited, parts) if edited else message)
-        pending = []
-    if pending and last_kept:
-        out.extend(pending)
-    out.extend(waiting)
-    return out
-
-
-def _summary_request(sent: Mapping[str, Any]) -> _messages.ModelRequest:
-    return _messages.ModelRequest(parts=[_messages.UserPromptPart(content=sent["content"])])
-
-
-def _edited(
-    message: ModelMessage, edited: Mapping[int, Mapping[str, Any]], parts: Sequence[int | None]
-) -> ModelMessage:
-    """A copy of ``message`` with its edited dicts' content: a request's tool returns
-    (the edited text, as a ``ToolReturnPart``), a response's cleared call arguments."""
-    if isinstance(message, _messages.ModelResponse):
-        arguments: dict[object, str] = {}
-        for sent in edited.values():
-            arguments.update(call_arguments(sent))
-        new_parts: list[Any] = [
-            dataclasses.replace(
-                cast(Any, part), args=_arguments(part, arguments[part.tool_call_id])
-            )
-            if isinstance(part, _messages.BaseToolCallPart)
-            and not isinstance(part, _messages.NativeToolCallPart)
-            and part.tool_call_id in arguments
-            else part
-            for part in message.parts
-        ]
-        return dataclasses.replace(message, parts=new_parts)
-    texts = {parts[index]: sent.get("content") for index, sent in edited.items()}
-    request_parts: list[Any] = list(message.parts)
-    for number, text in texts.items():
-        if number is None:
-            continue
-        part = request_parts[number]
-        if isinstance(part, _messages.BaseToolReturnPart):
-            request_parts[number] = dataclasses.replace(part, content=text)
-        elif isinstance(part, _messages.RetryPromptPart):  # pyright: ignore[reportDeprecated]
-            # A retry prompt is sent with a suffix of pydantic-ai's own: as a tool return
-            # the model is sent exactly the edited text that was counted.
-            request_parts[number] = _messages.ToolReturnPart(
-                tool_name=part.tool_name or "",
-                content=text,
-                tool_call_id=part.tool_call_id,
-                timestamp=part.timestamp,
-            )
-    return dataclasses.replace(message, parts=request_parts)
-
-
-def _arguments(part: _messages.BaseToolCallPart[Any], text: str) -> str | dict[str, Any]:
-    """Cleared arguments in the form the part holds them (JSON text or a dict)."""
-    if isinstance(part.args, str):
-        return text
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
 
 # -- per-conversation fitting -----------------------------------------------------------
 
@@ -395,14 +124,20 @@ class _Fitter:
         *,
         tools: list[dict[str, Any]] | None,
         max_tokens: int | None,
-    ) -> tuple[list[ModelMessage], Fitted]:
-        """Fit in the conversation's turn (awaited, never blocking the loop)."""
+    ) -> tuple[list[ModelMessage], list[tuple[ModelMessage, ModelMessage]], Fitted]:
+        """Fit in the conversation's turn (awaited, never blocking the loop).
+
+        Returns:
+            The messages to send, ``(copy, original)`` of the edited copies among them,
+            and the fit.
+        """
         fitted = await conversation.aprepare(
             dicts, tools=tools, max_tokens=max_tokens, format="openai_chat"
         )
         for event in fitted.fit.events:
             emit(event, self.sinks)
-        return _kept(messages, owners, fitted.fit, dicts, parts), fitted
+        sent, copies = sent_messages(messages, owners, fitted.fit, dicts, parts)
+        return sent, copies, fitted
 
 
 def _model_name(model: object) -> str:
@@ -509,18 +244,18 @@ class WindowGuard(AbstractCapability[Any]):
         """
         parameters = request_context.model_request_parameters
         messages = list(request_context.messages)
-        dicts, owners, parts = _read(messages, _instructions(parameters.instruction_parts))
+        dicts, owners, parts = read(messages, _instructions(parameters.instruction_parts))
         tool_defs = [*parameters.function_tools, *parameters.output_tools]
         model_name = _model_name(request_context.model)
         conversation = self._fitter.conversation(model_name, dicts, ctx.conversation_id)
         settings = request_context.model_settings
-        kept, fitted = await self._fitter.fit(
+        kept, _, fitted = await self._fitter.fit(
             conversation,
             messages,
             dicts,
             owners,
             parts,
-            tools=_tool_dicts(tool_defs) or None,
+            tools=tool_dicts(tool_defs) or None,
             max_tokens=_max_tokens(cast("Mapping[str, Any] | None", settings)),
         )
         fit = fitted.fit
@@ -619,6 +354,7 @@ def history_processor(
         raise ConfigurationError(f"model must be a model name string, got {model!r}")
     # Per conversation: the last message of its latest send, and that send's number.
     last_sent: OrderedDict[str, tuple[ModelMessage, int]] = OrderedDict()
+    originals = _Originals()
 
     async def process(ctx: RunContext[Any], messages: list[ModelMessage]) -> list[ModelMessage]:
         instructions = next(
@@ -629,7 +365,12 @@ def history_processor(
             ),
             None,
         )
-        dicts, owners, parts = _read(messages, instructions)
+        given = messages
+        # ProcessHistory wrote the edited copies of the previous call into the history:
+        # each is read as the caller's message it stands for, so the manager finds its
+        # own edits again (byte for byte) instead of editing an edited text.
+        messages = originals.restore(messages)
+        dicts, owners, parts = read(messages, instructions)
         model_name = model or _model_name(ctx.model)
         conversation = fitter.conversation(model_name, dicts, ctx.conversation_id)
         with conversation.lock:
@@ -637,8 +378,8 @@ def history_processor(
         if previous is not None:
             # The usage of the reply to the latest send, if it is in this history; kept
             # only while that send is still the conversation's latest fit.
-            conversation.record(_usage_after(messages, previous[0]), send=previous[1])
-        kept, fitted = await fitter.fit(
+            conversation.record(_usage_after(given, previous[0]), send=previous[1])
+        kept, copies, fitted = await fitter.fit(
             conversation,
             messages,
             dicts,
@@ -647,6 +388,7 @@ def history_processor(
             tools=None,
             max_tokens=_max_tokens(cast("Mapping[str, Any] | None", ctx.model_settings)),
         )
+        originals.note(copies)
         with conversation.lock:
             if kept and conversation.is_latest(fitted.send):
                 last_sent[conversation.key] = (kept[-1], fitted.send)
@@ -663,6 +405,40 @@ def history_processor(
         "return": list[ModelMessage],
     }
     return process
+
+
+class _Originals:
+    """The caller's message each edited copy a processor returned stands for, while the
+    copy lives (``ProcessHistory`` keeps it in the run's history; an entry goes with its
+    copy, so this holds nothing the history does not)."""
+
+    def __init__(self) -> None:
+        # Reentrant: a copy's finalizer may run (garbage collection) while it is held.
+        self._lock = threading.RLock()
+        self._by_copy: dict[int, tuple[weakref.ref[ModelMessage], ModelMessage]] = {}
+
+    def note(self, copies: Iterable[tuple[ModelMessage, ModelMessage]]) -> None:
+        """Remember each ``(copy, original)``."""
+        for copy, original in copies:
+            original = self.restore([original])[0]  # a copy of a copy stands for the first
+            with self._lock:
+                self._by_copy[id(copy)] = (weakref.ref(copy), original)
+            weakref.finalize(copy, self._forget, id(copy))
+
+    def restore(self, messages: Sequence[ModelMessage]) -> list[ModelMessage]:
+        """``messages`` with each noted copy replaced by the message it stands for."""
+        with self._lock:
+            if not self._by_copy:
+                return list(messages)
+            out: list[ModelMessage] = []
+            for message in messages:
+                entry = self._by_copy.get(id(message))
+                out.append(entry[1] if entry is not None and entry[0]() is message else message)
+            return out
+
+    def _forget(self, key: int) -> None:
+        with self._lock:
+            self._by_copy.pop(key, None)
 
 
 def _usage_after(messages: Sequence[ModelMessage], sent_last: ModelMessage | None) -> int | None:
