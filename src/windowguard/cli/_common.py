@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
@@ -37,6 +37,7 @@ __all__ = [
     "add_model_options",
     "common_parent",
     "edits_of",
+    "edits_summary",
     "make_manager",
     "non_negative_int",
     "positive_int",
@@ -174,6 +175,30 @@ def edits_of(args: argparse.Namespace) -> tuple[EditStage, ...]:
         )
     except ConfigurationError as exc:
         raise CliError(str(exc)) from exc
+
+
+def edits_summary(records: Sequence[Mapping[str, Any]]) -> str:
+    """What a fit's edit records (``EditRecord.to_dict()``) did, by kind, with the
+    tokens each kind freed (``clamped 2 results (-9,100 tokens), ...``)."""
+    by_kind: dict[str, list[int]] = {}
+    for record in records:
+        counts = by_kind.setdefault(record["kind"], [0, 0])
+        counts[0] += len(record["messages"])
+        counts[1] += record["tokens_freed"]
+    if not by_kind:
+        return "nothing edited"
+    names = {
+        "clamp": "clamped {} results",
+        "clear": "cleared {} results",
+        "clear_inputs": "cleared the arguments of {} calls",
+        "summarize": "summarized {} messages",
+        "drop": "dropped {} messages",
+    }
+    return ", ".join(
+        f"{names[kind].format(n)} (-{freed:,} tokens)"
+        for kind, (n, freed) in by_kind.items()
+        if kind in names
+    )
 
 
 def make_manager(args: argparse.Namespace, transcript: Transcript) -> ContextWindowManager:
