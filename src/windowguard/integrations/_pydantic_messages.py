@@ -229,7 +229,8 @@ def sent_messages(
             before.setdefault(owner, []).extend(waiting)
             waiting = []
         edits = keep.setdefault(owner, {})
-        if sent is not dicts[index]:
+        # An equal dict of an earlier send is the same message, not an edit of it.
+        if sent is not dicts[index] and sent != dicts[index]:
             edits[index] = cast("Mapping[str, Any]", sent)
     out: list[ModelMessage] = []
     copies: list[tuple[ModelMessage, ModelMessage]] = []

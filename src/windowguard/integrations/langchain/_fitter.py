@@ -223,7 +223,8 @@ def _sent_messages(
             before.setdefault(owner, []).extend(waiting)
             waiting = []
         edits = keep.setdefault(owner, {})
-        if sent is not dicts[index]:
+        # An equal dict of an earlier send is the same message, not an edit of it.
+        if sent is not dicts[index] and sent != dicts[index]:
             edits[index] = sent  # type: ignore[assignment]
     out: list[BaseMessage] = []
     for owner in sorted(keep):
