@@ -210,7 +210,7 @@ def _sent_messages(
     kept dict is one given, a copy with the edited content where it is an edited copy,
     and a ``HumanMessage`` where it is a summary; in order."""
     keep: dict[int, dict[int, Mapping[str, Any]]] = {}  # owner -> {dict index: edited}
-    before: dict[int | None, list[BaseMessage]] = {}  # summaries, by the owner they precede
+    before: dict[int, list[BaseMessage]] = {}  # summaries, by the owner they precede
     waiting: list[BaseMessage] = []
     for index, sent in zip(align(dicts, fit.messages), fit.messages, strict=True):
         if index is None:
@@ -263,8 +263,8 @@ def _edited(message: BaseMessage, edited: Mapping[int, Mapping[str, Any]]) -> Ba
 
 def _with_arguments(message: AIMessage, arguments: Mapping[object, str]) -> AIMessage:
     """A copy of ``message`` whose calls carry ``arguments`` (JSON text, by call id),
-    wherever the chat model may read them from: ``tool_calls``, the raw
-    ``additional_kwargs["tool_calls"]`` and ``tool_use`` content blocks."""
+    wherever the chat model may read them from: ``tool_calls``, ``invalid_tool_calls``,
+    the raw ``additional_kwargs["tool_calls"]`` and ``tool_use`` content blocks."""
 
     def parsed(text: str) -> dict[str, Any]:
         try:
@@ -277,7 +277,11 @@ def _with_arguments(message: AIMessage, arguments: Mapping[object, str]) -> AIMe
         {**call, "args": parsed(arguments[call.get("id")])} if call.get("id") in arguments else call
         for call in message.tool_calls
     ]
-    update: dict[str, Any] = {"tool_calls": calls}
+    invalid = [  # their arguments did not parse: sent as the text they are
+        {**call, "args": arguments[call.get("id")]} if call.get("id") in arguments else call
+        for call in message.invalid_tool_calls
+    ]
+    update: dict[str, Any] = {"tool_calls": calls, "invalid_tool_calls": invalid}
     raw = message.additional_kwargs.get("tool_calls")
     if isinstance(raw, list):
         update["additional_kwargs"] = {
