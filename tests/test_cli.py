@@ -585,3 +585,191 @@ def test_docs_demo_summary_is_the_real_one(
     unguarded = [line[55:] for line in real[3:15]]
     assert [line[55:] for line in documented[3:15]] == unguarded
     assert "windowguard-demo/" in (ROOT / ".gitignore").read_text().splitlines()
+
+
+# --- edit stages: inspect, fit and plot (issue 19) ----------------------------------------
+
+_EDIT_ARGS = ("--context-window", "16000", "--clamp-tool-results", "1000")
+
+
+def test_inspect_shows_per_turn_what_was_clamped_and_cleared(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = _run(
+        capsys,
+        "inspect",
+        "example:coding-agent",
+        "--json",
+        *_EDIT_ARGS,
+        "--clear-tool-results",
+        "3",
+    )
+    assert code == 0
+    report = json.loads(out)
+    assert report["edit_stages"].startswith("edits: clamp tool results over 1000 tokens; clear")
+    kinds = {record["kind"] for record in report["fit"]["edits"]}
+    assert kinds == {"clamp", "clear"}  # cleared before anything was dropped
+    rows = report["rows"]
+    assert all(row["kept"] for row in rows) and report["fit"]["dropped_turns"] == 0
+    edited = [row for row in rows if row["edits"]]
+    assert any("clamp" in row["edits"] for row in edited)
+    assert any(set(row["edits"]) == {"clear"} for row in edited)
+    for row in rows:  # what each turn freed: its tokens minus what is sent of it
+        assert row["tokens_freed"] == row["estimated_tokens"] - row["sent_tokens"]
+        assert (row["tokens_freed"] > 0) == bool(row["edits"])
+    # the turns as sent add up to the fit's own count of the request
+    assert (
+        sum(r["sent_tokens"] for r in rows) + report["fixed_tokens"]
+        == report["fit"]["estimated_tokens"]
+    )
+    # the newest turns are whole, and every record names messages of the transcript
+    assert not rows[-1]["edits"] and not rows[-2]["edits"] and not rows[-3]["edits"]
+    assert all(0 < i < report["messages"] for r in report["fit"]["edits"] for i in r["messages"])
+
+
+def test_inspect_table_marks_edited_and_dropped_turns(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, "inspect", "example:coding-agent", "--plain", *_EDIT_ARGS)
+    assert code == 0
+    lines = out.splitlines()
+    assert "sent" in lines[1] and "edits" in lines[1]
+    assert any("DROPPED" in line for line in lines)  # a clamp alone does not fit 16k
+    clamped = [line for line in lines if " edited " in line]
+    assert clamped and all("clamp 1: -" in line for line in clamped)
+    summary = next(line for line in lines if line.startswith("edits: clamp"))
+    assert "this fit: clamped 4 results (-" in summary and "dropped" in summary
+
+
+def test_inspect_without_edit_options_is_unchanged(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(
+        capsys, "inspect", "example:coding-agent", "--plain", "--context-window", "16000"
+    )
+    assert code == 0
+    header = out.splitlines()[1].split()
+    assert header == ["turn", "messages", "kinds", "tokens", "cumulative", "fit"]
+    assert "edits:" not in out
+    code, out, _ = _run(
+        capsys, "inspect", "example:coding-agent", "--json", "--context-window", "16000"
+    )
+    report = json.loads(out)
+    assert report["edit_stages"] == "edits: none (whole turns are dropped)"
+    assert {r["kind"] for r in report["fit"]["edits"]} == {"drop"}
+
+
+def test_inspect_shows_summarized_turns() -> None:
+    import windowguard as wg
+    from windowguard.cli import build_parser
+    from windowguard.cli._common import make_manager
+    from windowguard.cli._transcripts import load_transcript
+    from windowguard.cli.inspect import _render, inspect_transcript
+
+    args = build_parser().parse_args(["inspect", "example:coding-agent", *_EDIT_ARGS, "--plain"])
+    transcript = load_transcript(args)
+    seen: list[int] = []
+
+    def summarize(turns: list[object], previous: str | None) -> str:
+        seen.append(len(turns))
+        return "The agent read the project files; the bug is in parse_args."
+
+    base = make_manager(args, transcript)
+    manager = wg.ContextWindowManager(
+        base.model,
+        model_info=base.model_info,
+        edits=[*base.edits, wg.Summarize(summarize, keep_turns=3)],
+    )
+    report = inspect_transcript(args, manager, transcript.messages, transcript.tools, None)
+    summarized = [row for row in report["rows"] if "summarize" in row["edits"]]
+    assert seen and summarized and all(not row["kept"] for row in summarized)
+    assert all(row["sent_tokens"] == 0 for row in summarized)
+    out = io.StringIO()
+    _render(Output(plain=True, stream=out), {**report, "transcript": {"of": 1}})
+    assert "SUMMARIZED" in out.getvalue() and "summarized" in out.getvalue()
+
+
+def test_fit_writes_the_edited_transcript(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    out_file = tmp_path / "fitted.json"
+    code, _, err = _run(
+        capsys, "fit", "example:coding-agent", *_EDIT_ARGS, "--clear-tool-results", "3",
+        "-o", str(out_file),
+    )  # fmt: skip
+    assert code == 0
+    fitted = json.loads(out_file.read_text())["messages"]
+    assert len(fitted) == 66  # nothing dropped: clamped and cleared instead
+    texts = [m["content"] for m in fitted if m["role"] == "tool" and isinstance(m["content"], str)]
+    assert any(t.startswith("[tool result cleared to save context: ") for t in texts)
+    assert "clamped 4 results (-" in err and "cleared" in err
+
+
+def test_bad_edit_options_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run(capsys, "inspect", "example:coding-agent", "--clear-at-least", "10")
+    assert code == 2 and "pass --clear-tool-results KEEP as well" in err
+    assert len(err.strip().splitlines()) == 1
+    code, _, err = _run(capsys, "fit", "example:coding-agent", "--clamp-tool-results", "50")
+    assert code == 2 and "--clamp-tool-results: ClampToolResults(max_tokens=...) must" in err
+
+
+def test_plot_marks_edits(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from windowguard.demo.chart import series_from_events
+
+    events = tmp_path / "run.jsonl"
+    lines = [
+        {"event": "context_pressure", "tokens": 100, "window": 1000, "pressure": 0.1},
+        {"event": "context_edited", "edit": "clamp", "messages": [3], "tokens_freed": 900},
+        {"event": "context_pressure", "tokens": 300, "window": 1000, "pressure": 0.3},
+        {"event": "context_edited", "edit": "clear", "messages": [3], "tokens_freed": 200},
+        {"event": "context_edited", "edit": "clear", "messages": [5], "tokens_freed": 150},
+        {"event": "context_edited", "edit": "drop", "messages": [7], "tokens_freed": 50},
+        {"event": "context_pressure", "tokens": 250, "window": 1000, "pressure": 0.25},
+        {"event": "context_edited", "edit": "clear", "messages": [3], "new": False},
+        {"event": "context_pressure", "tokens": 260, "window": 1000, "pressure": 0.26},
+    ]
+    events.write_text("".join(json.dumps(e) + "\n" for e in lines))
+    series = series_from_events(lines, "run")
+    # one mark per step and kind, freed tokens summed; repeats and drops are not marked
+    assert series.edits == ((2, "clamp", 900), (3, "clear", 350))
+    chart = tmp_path / "chart.png"
+    code, out, _ = _run(capsys, "plot", str(events), "-o", str(chart))
+    assert code == 0 and chart.read_bytes()[:4] == b"\x89PNG"
+    assert "edits at 2 steps (clamp 1, clear 1; -1,250 tokens)" in out
+
+
+def test_plot_marks_the_edits_of_a_real_run(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    import openai
+
+    import windowguard as wg
+    from tests.surface_edits import EDITS, WINDOW, Received, result_text, step_of
+
+    events = tmp_path / "guarded.jsonl"
+    with (
+        wg.JsonlSink(events) as sink,
+        Emulator(flavor="openai", context_window=WINDOW, scenario=Received()) as emu,
+        openai.OpenAI(base_url=emu.base_url, api_key="k", max_retries=0) as raw,
+    ):
+        client = wg.guard(
+            raw, model_info=wg.ModelInfo(context_window=WINDOW), edits=EDITS, sinks=[sink],
+            discover=False,
+        )  # fmt: skip
+        messages: list[object] = [{"role": "user", "content": "Read the files."}]
+        tools = [{"type": "function", "function": {"name": "read_file", "parameters": {}}}]
+        for _ in range(13):
+            reply = (
+                client.chat.completions.create(
+                    model="emulated-model", messages=messages, tools=tools, max_tokens=256
+                )
+                .choices[0]
+                .message
+            )
+            messages.append(reply.model_dump(exclude_none=True))
+            for call in reply.tool_calls or []:
+                step = step_of(json.loads(call.function.arguments))
+                messages.append(
+                    {"role": "tool", "tool_call_id": call.id, "content": result_text(step)}
+                )
+    chart = tmp_path / "chart.png"
+    code, out, _ = _run(capsys, "plot", str(events), "-o", str(chart))
+    assert code == 0
+    assert "edits at " in out and "clamp 1" in out and "clear " in out
+    assert "0 prunes" in out

@@ -427,3 +427,90 @@ def test_conversation_stores_give_threads_asking_at_once_the_same_entry() -> Non
     for thread in threads:
         thread.join()
     assert len(got) == 8 and all(entry is got[0] for entry in got)
+
+
+# -- edit stages in the options ----------------------------------------------------------
+
+
+def test_options_carry_edit_stages_to_every_manager() -> None:
+    clamp = wg.ClampToolResults(max_tokens=500)
+    options = ManagerOptions(caller="guard()", edits=[clamp])
+    assert options.edits == (clamp,)  # a list is kept as a tuple
+    made = options.make("gpt-4o")
+    assert made.edits == (clamp,)
+    assert options.make("gpt-4o", edits=()).edits == ()  # a conversation's own wins
+    assert ManagerOptions(caller="guard()").make("gpt-4o").edits == ()  # default: drop only
+
+
+@pytest.mark.parametrize(
+    ("bad", "wording"),
+    [
+        (["clear"], "guard(): edits must hold wg.ClampToolResults"),
+        ([wg.ClearToolResults(), wg.ClearToolResults()], "guard(): edits holds two"),
+        ("clear", "guard(): edits must be a list"),
+    ],
+)
+def test_bad_edit_options_name_the_caller(bad: Any, wording: str) -> None:
+    with pytest.raises(wg.ConfigurationError, match=re.escape(wording)):
+        ManagerOptions(caller="guard()", edits=bad)
+
+
+def test_edits_with_a_template_manager_clash_like_the_other_options() -> None:
+    template = wg.ContextWindowManager(
+        model_info=wg.ModelInfo(context_window=8_192), edits=[wg.ClearToolResults()]
+    )
+    with pytest.raises(wg.ConfigurationError, match="pass edits to the ContextWindowManager"):
+        ManagerOptions(
+            caller="guard()", manager=template, edits=[wg.ClampToolResults(max_tokens=500)]
+        )
+    options = ManagerOptions(caller="guard()", manager=template, edits=())  # the default: fine
+    assert options.make("gpt-4o").edits == template.edits
+
+
+def _resent_equal_copies_fit() -> tuple[list[Any], wg.Fit]:
+    """A caller that re-sends its transcript as new, equal dicts every time (the
+    LangChain and pydantic-ai integrations convert their messages anew for each fit,
+    the proxy parses each body anew), in a window that drops turns."""
+    import copy
+
+    manager = wg.ContextWindowManager(model_info=wg.ModelInfo(context_window=4_096))
+    transcript: list[Any] = _chat("read every file")
+    fit = manager.fit(copy.deepcopy(transcript))
+    for n in range(12):
+        transcript.append(
+            {
+                "role": "assistant",
+                "content": f"reading {n}",
+                "tool_calls": [
+                    {
+                        "id": f"c{n}",
+                        "type": "function",
+                        "function": {"name": "read", "arguments": "{}"},
+                    }
+                ],
+            }
+        )
+        transcript.append({"role": "tool", "tool_call_id": f"c{n}", "content": "x " * 600})
+        sent = copy.deepcopy(transcript)
+        fit = manager.fit(sent, last_usage=wg.NO_USAGE)
+    return sent, fit
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="manager bug (reported, not fixed here: manager.py is owned elsewhere): a fit "
+    "that drops turns sends run.effective, the objects first seen on earlier sends, not "
+    "the caller's own equal objects of this send (Fit.messages says 'the caller's own "
+    "message objects')",
+)
+def test_a_pruned_fit_sends_the_objects_of_this_send() -> None:
+    sent, fit = _resent_equal_copies_fit()
+    assert fit.dropped_turns > 0
+    mine = {id(m) for m in sent}
+    assert all(id(m) in mine for m in fit.messages)
+
+
+def test_a_pruned_fit_of_equal_copies_still_sends_equal_messages() -> None:
+    sent, fit = _resent_equal_copies_fit()
+    assert fit.dropped_turns > 0
+    assert all(m in sent for m in fit.messages)  # equal values: the guard and proxy are safe

@@ -10,6 +10,7 @@ well past the window, which overflows without the integration and never with it.
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from types import SimpleNamespace
@@ -26,6 +27,18 @@ from windowguard._conversations import DEFAULT_MAX_MODELS
 from windowguard.emulator import Emulator
 from windowguard.emulator.scenarios import EmulatorRequest, Reply, ToolCall
 from windowguard.integrations.langchain import ContextWindowMiddleware, pre_model_hook
+
+from .surface_edits import (
+    EDITS,
+    PLACEHOLDER,
+    REPLY_TOKENS,
+    STEPS,
+    Received,
+    check_clamped_and_cleared,
+    result_text,
+    step_of,
+)
+from .surface_edits import WINDOW as EDIT_WINDOW
 
 WINDOW = 8192
 TOOL_TURNS = 14  # about 1,200 tokens per result: ~17k tokens in all, twice the window
@@ -578,3 +591,109 @@ def test_per_model_state_stays_bounded_when_model_names_cycle() -> None:
     newest = f"model-{DEFAULT_MAX_MODELS + 39}"
     assert conversation(newest) is conversation(newest)
     assert conversation("model-0") is not first
+
+
+# -- edit stages (issue 19) --------------------------------------------------------------
+
+
+@tool
+def read_file(path: str) -> str:
+    """Read a file of the repository.
+
+    Args:
+        path: the file's path.
+    """
+    return result_text(step_of({"path": path}))
+
+
+def _edits_emulator(received: Received) -> Emulator:
+    return Emulator(flavor="openai", context_window=EDIT_WINDOW, scenario=received)
+
+
+def _check_state(messages: Sequence[Any]) -> None:
+    """The agent's state holds every result whole: only the model calls saw edits."""
+    results = [m for m in messages if isinstance(m, ToolMessage)]
+    assert [m.content for m in results] == [result_text(n) for n in range(len(results))]
+    assert len(results) == STEPS
+
+
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+def test_create_agent_middleware_clamps_and_clears(mode: str) -> None:
+    received = Received()
+    events: list[Any] = []
+    middleware = ContextWindowMiddleware(
+        model_info=wg.ModelInfo(context_window=EDIT_WINDOW), edits=EDITS, sinks=events.append
+    )
+    with _edits_emulator(received) as server:
+        llm = _llm(server, max_tokens=REPLY_TOKENS)
+        agent = create_agent(llm, [read_file], system_prompt=SYSTEM, middleware=[middleware])
+        task = {"messages": [HumanMessage(TASK)]}
+        config: Any = {"recursion_limit": 100}
+        result = (
+            agent.invoke(task, config)
+            if mode == "invoke"
+            else asyncio.run(agent.ainvoke(task, config))
+        )
+        statuses = [r.status for r in server.records]
+    check_clamped_and_cleared(received, statuses)
+    _check_state(result["messages"])
+    assert {e.edit for e in events if isinstance(e, wg.ContextEdited)} == {"clamp", "clear"}
+
+
+@_DEPRECATED
+def test_react_agent_hook_clamps_and_clears() -> None:
+    from langgraph.prebuilt import create_react_agent
+
+    received = Received()
+    with _edits_emulator(received) as server:
+        llm = _llm(server, max_tokens=REPLY_TOKENS)
+        hook = pre_model_hook(
+            llm,
+            tools=[read_file],
+            system=SYSTEM,
+            model_info=wg.ModelInfo(context_window=EDIT_WINDOW),
+            edits=EDITS,
+        )
+        agent = create_react_agent(hook.model, [read_file], prompt=SYSTEM, pre_model_hook=hook)
+        result = agent.invoke({"messages": [HumanMessage(TASK)]}, {"recursion_limit": 100})
+        statuses = [r.status for r in server.records]
+    check_clamped_and_cleared(received, statuses)
+    _check_state(result["messages"])
+
+
+def test_cleared_call_arguments_reach_the_chat_model_as_sent() -> None:
+    received = Received()
+    middleware = ContextWindowMiddleware(
+        model_info=wg.ModelInfo(context_window=EDIT_WINDOW),
+        edits=[EDITS[0], wg.ClearToolResults(keep=2, clear_at_least=500, clear_inputs=True)],
+    )
+    with _edits_emulator(received) as server:
+        llm = _llm(server, max_tokens=REPLY_TOKENS)
+        agent = create_agent(llm, [read_file], system_prompt=SYSTEM, middleware=[middleware])
+        result = agent.invoke({"messages": [HumanMessage(TASK)]}, {"recursion_limit": 100})
+        statuses = [r.status for r in server.records]
+    check_clamped_and_cleared(received, statuses)
+    last = received.requests[-1]
+    cleared = [m for m in last if m["role"] == "tool" and m["content"].startswith(PLACEHOLDER)]
+    ids = {m["tool_call_id"] for m in cleared}
+    calls = [c for m in last if m["role"] == "assistant" for c in m.get("tool_calls") or ()]
+    assert ids and all(c["function"]["arguments"] == "{}" for c in calls if c["id"] in ids)
+    assert all(c["function"]["arguments"] != "{}" for c in calls if c["id"] not in ids)
+    # the agent's own messages keep their arguments
+    assert all(
+        c["args"] for m in result["messages"] if isinstance(m, AIMessage) for c in m.tool_calls
+    )
+
+
+@pytest.mark.parametrize(
+    ("make", "caller"),
+    [
+        (lambda **o: ContextWindowMiddleware(**o), "ContextWindowMiddleware()"),
+        (lambda **o: pre_model_hook(**o), "pre_model_hook()"),
+    ],
+)
+def test_bad_edits_are_refused_when_the_hook_is_made(make: Any, caller: str) -> None:
+    with pytest.raises(wg.ConfigurationError, match=re.escape(f"{caller}: edits must hold")):
+        make(edits=["clear"])
+    with pytest.raises(wg.ConfigurationError, match="pass edits to the ContextWindowManager"):
+        make(edits=EDITS, manager=wg.ContextWindowManager("gpt-4o"))

@@ -28,6 +28,17 @@ from windowguard.emulator import Emulator, EmulatorRequest, Reply
 from windowguard.emulator.scenarios import ToolCall
 from windowguard.integrations import litellm as wgl
 
+from .surface_edits import (
+    EDITS,
+    REPLY_TOKENS,
+    STEPS,
+    Received,
+    check_clamped_and_cleared,
+    result_text,
+    step_of,
+)
+from .surface_edits import WINDOW as EDIT_WINDOW
+
 # LiteLLM's own pydantic usage warns (schemas of its ReadOnly TypedDicts built lazily on
 # first use; its stream handler reading ``model_fields`` off an instance), and
 # this suite turns warnings into errors.
@@ -467,3 +478,105 @@ def test_per_model_state_stays_bounded_when_model_names_cycle() -> None:
     assert guard.send_of(first.tag) is None
     again = guard.fit_request({"model": "openai/model-0", "messages": list(messages)})
     assert again.conversation is not first.conversation
+
+
+# -- edit stages (issue 19) --------------------------------------------------------------
+
+
+def _read_file_answer(messages: list[Any], message: Any) -> bool:
+    """Append LiteLLM's own assistant message and the read_file results; True when done."""
+    messages.append(message)
+    calls = message.tool_calls or []
+    for call in calls:
+        arguments = litellm.utils.json.loads(call.function.arguments)
+        messages.append(
+            {"role": "tool", "tool_call_id": call.id, "content": result_text(step_of(arguments))}
+        )
+    return not calls
+
+
+def _plain(messages: Sequence[Any]) -> list[Any]:
+    return [m if isinstance(m, dict) else m.model_dump() for m in messages]
+
+
+READ_TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "read_file",
+            "description": "Read a file.",
+            "parameters": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}},
+                "required": ["path"],
+            },
+        },
+    }
+]
+
+
+@pytest.mark.parametrize("mode", ["guard", "acompletion", "logger"])
+def test_every_hook_clamps_and_clears(mode: str) -> None:
+    received = Received()
+    info = wg.ModelInfo(context_window=EDIT_WINDOW)
+    guard = wgl.LiteLLMGuard(model_info=info, edits=EDITS)
+    logger = wgl.WindowGuardLogger(model_info=info, edits=EDITS)
+    if mode == "logger":
+        litellm.callbacks = [logger]
+
+    async def send(emu: Emulator, messages: list[Any]) -> Any:
+        call = {
+            "tools": READ_TOOLS,
+            "api_base": emu.base_url,
+            "api_key": "x",
+            "max_tokens": REPLY_TOKENS,
+        }
+        if mode == "guard":
+            return guard.completion(MODEL, messages, **call)
+        if mode == "acompletion":  # the module function, with this call's own edits
+            return await wgl.acompletion(
+                model=MODEL, messages=messages, model_info=info, edits=EDITS, **call
+            )
+        data = await logger.async_pre_call_hook(
+            user_api_key_dict=UserAPIKeyAuth(),
+            cache=DualCache(),
+            data={"model": MODEL, "messages": list(messages), **call},
+            call_type="acompletion",
+        )
+        response = await litellm.acompletion(**data)
+        await asyncio.sleep(0.05)  # LiteLLM runs its success callbacks as tasks
+        return response
+
+    async def loop(emu: Emulator) -> list[Any]:
+        messages = _start()
+        for _ in range(STEPS + 1):
+            before = _plain(messages)
+            response = await send(emu, messages)
+            assert _plain(messages) == before, "the caller's messages were changed"
+            if _read_file_answer(messages, response.choices[0].message):
+                break
+        return messages
+
+    with Emulator(flavor="openai", context_window=EDIT_WINDOW, scenario=received) as emu:
+        messages = asyncio.run(loop(emu))
+        statuses = [r.status for r in emu.records]
+    check_clamped_and_cleared(received, statuses)
+    results = [m["content"] for m in messages if isinstance(m, dict) and m["role"] == "tool"]
+    assert results == [result_text(n) for n in range(STEPS)]
+
+
+def test_bad_edits_are_refused_where_they_are_given() -> None:
+    with pytest.raises(wg.ConfigurationError, match=r"LiteLLMGuard\(\): edits must hold"):
+        wgl.LiteLLMGuard(edits=["clear"])  # type: ignore[list-item]
+    with pytest.raises(wg.ConfigurationError, match=r"LiteLLMGuard\(\): edits must hold"):
+        wgl.WindowGuardLogger(edits=["clear"])
+    with pytest.raises(wg.ConfigurationError, match="pass edits to the ContextWindowManager"):
+        wgl.LiteLLMGuard(edits=EDITS, manager=wg.ContextWindowManager("gpt-4o"))
+    # a call's own edits are checked before LiteLLM is called (no server listens here)
+    with pytest.raises(wg.ConfigurationError, match=r"completion\(edits=\.\.\.\): edits must"):
+        wgl.completion(model=MODEL, messages=_start(), edits=[1], api_base="http://127.0.0.1:9")
+    templated = wgl.LiteLLMGuard(manager=wg.ContextWindowManager("gpt-4o"))
+    with pytest.raises(wg.ConfigurationError, match="carries its own edits"):
+        templated.completion(
+            model=MODEL, messages=_start(), edits=EDITS, api_base="http://127.0.0.1:9"
+        )

@@ -39,6 +39,17 @@ from windowguard.emulator import Emulator, EmulatorRequest, Reply
 from windowguard.emulator.scenarios import ToolCall
 from windowguard.integrations.openai_agents import ContextWindowFilter, call_model_input_filter
 
+from .surface_edits import (
+    EDITS,
+    REPLY_TOKENS,
+    STEPS,
+    Received,
+    check_clamped_and_cleared,
+    result_text,
+    step_of,
+)
+from .surface_edits import WINDOW as EDIT_WINDOW
+
 WINDOW = 8192
 TASK = "Read the whole log and tell me what failed."
 INSTRUCTIONS = "You are a log analyst. Read every part of the log before answering."
@@ -523,3 +534,62 @@ def test_per_model_state_stays_bounded_when_model_names_cycle() -> None:
     assert guard.find_conversation(newest, items, "Be brief.") is not None
     assert guard.find_conversation("model-0", items, "Be brief.") is None
     assert guard.conversation_for("model-0", items, "Be brief.") is not first
+
+
+# -- edit stages (issue 19) --------------------------------------------------------------
+
+
+@function_tool
+def read_file(path: str) -> str:
+    """Read a file of the repository."""
+    return result_text(step_of({"path": path}))
+
+
+@pytest.mark.parametrize("kind", ["responses", "chat"])
+def test_the_filter_clamps_and_clears(kind: str) -> None:
+    received = Received()
+    events: list[Any] = []
+    guard = call_model_input_filter(
+        model_info=wg.ModelInfo(context_window=EDIT_WINDOW), edits=EDITS, sinks=events.append
+    )
+    config = RunConfig(call_model_input_filter=guard, tracing_disabled=True)
+    with Emulator(flavor="openai", context_window=EDIT_WINDOW, scenario=received) as emu:
+
+        async def main() -> Any:
+            async with _client(emu) as client:
+                model: Any = (
+                    OpenAIResponsesModel("emulated-model", client)
+                    if kind == "responses"
+                    else OpenAIChatCompletionsModel("emulated-model", client)
+                )
+                agent: Agent[Any] = Agent(
+                    name="reader",
+                    instructions=INSTRUCTIONS,
+                    tools=[read_file],
+                    model=model,
+                    model_settings=ModelSettings(max_tokens=REPLY_TOKENS),
+                )
+                return await Runner.run(
+                    agent, TASK, max_turns=100, run_config=config, hooks=guard.hooks
+                )
+
+        result = asyncio.run(main())
+        statuses = [r.status for r in emu.records]
+    check_clamped_and_cleared(received, statuses)
+    # the run's own history keeps every output whole: only the calls' input was edited
+    outputs = [
+        item["output"]
+        for item in result.to_input_list()
+        if isinstance(item, dict) and item.get("type") == "function_call_output"
+    ]
+    assert outputs == [result_text(n) for n in range(STEPS)]
+    assert {e.edit for e in events if isinstance(e, wg.ContextEdited)} == {"clamp", "clear"}
+    # usage still reaches the gauge for every call (the last item sent may be an edited copy)
+    assert len([e for e in events if e.kind == "context_pressure"]) == len(statuses)
+
+
+def test_bad_edits_are_refused_when_the_filter_is_made() -> None:
+    with pytest.raises(wg.ConfigurationError, match=r"call_model_input_filter\(\): edits must"):
+        call_model_input_filter(edits=[wg.ClampToolResults(max_tokens=500), "clear"])  # type: ignore[list-item]
+    with pytest.raises(wg.ConfigurationError, match="pass edits to the ContextWindowManager"):
+        call_model_input_filter(edits=EDITS, manager=wg.ContextWindowManager("gpt-4o"))

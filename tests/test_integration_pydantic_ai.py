@@ -12,6 +12,7 @@ the call it answers.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -29,6 +30,20 @@ from windowguard._conversations import DEFAULT_MAX_MODELS
 from windowguard.emulator import Emulator, EmulatorRequest, Reply
 from windowguard.emulator.scenarios import ToolCall
 from windowguard.integrations.pydantic_ai import WindowGuard, history_processor, to_openai_chat
+
+from .surface_edits import (
+    EDITS,
+    HUGE_AT,
+    PLACEHOLDER,
+    REPLY_TOKENS,
+    STEPS,
+    Received,
+    check_clamped_and_cleared,
+    result_text,
+    step_of,
+    tool_texts,
+)
+from .surface_edits import WINDOW as EDIT_WINDOW
 
 WINDOW = 8192
 SYSTEM = "You are a careful reader. Read every chunk the user asks for."
@@ -348,3 +363,103 @@ def test_per_model_state_stays_bounded_when_model_names_cycle() -> None:
     newest = f"model-{DEFAULT_MAX_MODELS + 39}"
     assert fitter.conversation(newest, dicts, None) is fitter.conversation(newest, dicts, None)
     assert fitter.conversation("model-0", dicts, None) is not first
+
+
+# -- edit stages (issue 19) --------------------------------------------------------------
+
+
+def _reading_agent(emu: Emulator, **options: Any) -> Agent[None, str]:
+    agent: Agent[None, str] = Agent(_model(emu), system_prompt=SYSTEM, **options)
+
+    @agent.tool_plain
+    def read_file(path: str) -> str:
+        """Read a file of the repository.
+
+        Args:
+            path: the file's path.
+        """
+        return result_text(step_of({"path": path}))
+
+    return agent
+
+
+def _returns(messages: Sequence[Any]) -> list[Any]:
+    return [
+        part.content
+        for message in messages
+        for part in getattr(message, "parts", ())
+        if isinstance(part, pm.ToolReturnPart)
+    ]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_capability_clamps_and_clears(mode: str) -> None:
+    received = Received()
+    events: list[Any] = []
+    guard = WindowGuard(
+        model_info=wg.ModelInfo(context_window=EDIT_WINDOW), edits=EDITS, sinks=[events.append]
+    )
+    with Emulator(flavor="openai", context_window=EDIT_WINDOW, scenario=received) as emu:
+        agent = _reading_agent(emu, capabilities=[guard])
+        settings: Any = {"max_tokens": REPLY_TOKENS}
+        if mode == "sync":
+            result = agent.run_sync(TASK, model_settings=settings)
+        else:
+
+            async def main() -> Any:
+                done = await agent.run(TASK, model_settings=settings)
+                await _OPEN.pop().client.close()
+                return done
+
+            result = asyncio.run(main())
+        statuses = [r.status for r in emu.records]
+    check_clamped_and_cleared(received, statuses)
+    # the run's own history keeps every result whole
+    assert _returns(result.all_messages()) == [result_text(n) for n in range(STEPS)]
+    assert {e.edit for e in events if isinstance(e, wg.ContextEdited)} == {"clamp", "clear"}
+
+
+def test_history_processor_clamps_and_clears() -> None:
+    received = Received()
+    # A processor cannot see the tool schemas, so the usage it is given cannot tell it the
+    # tokenizer: it counts with the unknown family's heuristic, about twice the emulator's
+    # count here. Its clamp limit is set so that only the huge result is over it.
+    edits = (wg.ClampToolResults(max_tokens=4_000), EDITS[1])
+    processor = history_processor(model_info=wg.ModelInfo(context_window=EDIT_WINDOW), edits=edits)
+    with Emulator(flavor="openai", context_window=EDIT_WINDOW, scenario=received) as emu:
+        agent = _reading_agent(emu, capabilities=[ProcessHistory(processor)])
+        result = agent.run_sync(TASK, model_settings={"max_tokens": REPLY_TOKENS})
+        statuses = [r.status for r in emu.records]
+    check_clamped_and_cleared(received, statuses)
+    # ProcessHistory writes what the processor returns into the run's history: the edited
+    # copies stand there (the run's messages), as what was sent
+    returns = _returns(result.all_messages())
+    assert len(returns) == STEPS
+    assert any(r.startswith(PLACEHOLDER) for r in returns)  # (the clamped one was cleared)
+    assert result_text(HUGE_AT) not in returns
+    # ... and are read back as the results they stand for: a placeholder is never cleared
+    # again (its text would change, and the cached prefix with it)
+    placeholders = [
+        t for r in received.requests for t in tool_texts(r) if t.startswith(PLACEHOLDER)
+    ]
+    assert all("returned ~" in t and "[tool result cleared" not in t[10:] for t in placeholders)
+    by_call: dict[str, set[str]] = {}
+    for request in received.requests:
+        for message in request:
+            if message["role"] == "tool" and str(message["content"]).startswith(PLACEHOLDER):
+                by_call.setdefault(message["tool_call_id"], set()).add(message["content"])
+    assert by_call and all(len(texts) == 1 for texts in by_call.values())
+
+
+@pytest.mark.parametrize(
+    ("make", "caller"),
+    [
+        (lambda **o: WindowGuard(**o), "WindowGuard()"),
+        (lambda **o: history_processor(**o), "history_processor()"),
+    ],
+)
+def test_bad_edits_are_refused_when_the_hook_is_made(make: Any, caller: str) -> None:
+    with pytest.raises(wg.ConfigurationError, match=re.escape(f"{caller}: edits must hold")):
+        make(edits=[object()])
+    with pytest.raises(wg.ConfigurationError, match="pass edits to the ContextWindowManager"):
+        make(edits=EDITS, manager=wg.ContextWindowManager("gpt-4o"))

@@ -11,7 +11,7 @@ so a caller that re-sends the same transcript gets the same state back with no e
 code. ``guarded.conversation(key)`` pins a key explicitly.
 
 A :class:`ManagerOptions` is what such a caller was configured with (``manager=`` or
-``model_info`` / ``safety`` / ``pruning`` / ``strict``, and the store's bounds),
+``model_info`` / ``safety`` / ``pruning`` / ``strict`` / ``edits``, and the store's bounds),
 checked once where the caller is made; :meth:`ManagerOptions.make` makes each
 conversation's manager.
 
@@ -31,10 +31,14 @@ Invariants:
 - :class:`ManagerOptions` are valid once made: a bad option raises
   :class:`~windowguard.ConfigurationError` naming the option, the value and the caller,
   before any conversation exists. ``manager=`` excludes ``model_info``, ``safety``,
-  ``pruning`` and ``strict``, since the manager carries its own; an option left at the
-  :class:`~windowguard.ContextWindowManager` default (None, or ``safety=500``,
-  ``pruning="low_water"``, ``strict=False``) says nothing and does not clash, so callers
-  whose signatures default to those values take ``manager=`` too.
+  ``pruning``, ``strict`` and ``edits``, since the manager carries its own; an option left
+  at the :class:`~windowguard.ContextWindowManager` default (None, or ``safety=500``,
+  ``pruning="low_water"``, ``strict=False``, ``edits=()``) says nothing and does not
+  clash, so callers whose signatures default to those values take ``manager=`` too.
+- Edit stages are configuration, shared by every conversation's manager: a stage holds
+  no per-run state (what was clamped or cleared is each manager's own), and a
+  :class:`~windowguard.SpillStore` is keyed by content, so conversations sharing one
+  only ever share identical outputs.
 - Every conversation gets its own manager: a copy of ``manager=`` (same
   configuration, fresh per-run state), else a new one with the options.
 """
@@ -53,6 +57,7 @@ from typing import Any, Final, Generic, TypeVar
 from ._conversation import Conversation as Conversation
 from ._conversation import Fitted as Fitted
 from .catalog import ModelInfo
+from .edits.config import EditStage, check_edits
 from .exceptions import ConfigurationError
 from .manager import ContextWindowManager
 from .prune import POLICIES, PruningPolicy
@@ -194,11 +199,14 @@ class ManagerOptions:
     Attributes:
         caller: what the options were given to, as errors name it (``"guard()"``).
         manager: a template manager, copied for each conversation; excludes the
-            four options below unless they are left at the manager's defaults.
+            five options below unless they are left at the manager's defaults.
         model_info: the limits of every model (else the catalog's for its name).
         safety: tokens kept free below the window.
         pruning: the pruning policy.
         strict: raise on damaged transcripts instead of passing them on.
+        edits: the edit stages each manager runs before dropping whole turns
+            (:class:`~windowguard.ClampToolResults`, :class:`~windowguard.ClearToolResults`,
+            :class:`~windowguard.Summarize`); ``()``: drop only. Kept as a tuple.
         max_conversations: conversations a store keeps (least recently used first out).
         ttl_seconds: a conversation idle this long is forgotten (None: never).
 
@@ -213,6 +221,7 @@ class ManagerOptions:
     safety: int | None = None
     pruning: PruningPolicy | None = None
     strict: bool | None = None
+    edits: Sequence[EditStage] | None = ()
     max_conversations: int = DEFAULT_MAX_CONVERSATIONS
     ttl_seconds: float | None = DEFAULT_TTL_SECONDS
 
@@ -220,6 +229,11 @@ class ManagerOptions:
         problem = self._problem()
         if problem is not None:
             raise ConfigurationError(f"{self.caller}: {problem}")
+        try:
+            edits = check_edits(self.edits)
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"{self.caller}: {exc}") from exc
+        object.__setattr__(self, "edits", edits)
         if self.manager is None:
             return
         clash = [
@@ -229,6 +243,7 @@ class ManagerOptions:
                 ("safety", self.safety, DEFAULT_SAFETY_BUFFER),
                 ("pruning", self.pruning, "low_water"),
                 ("strict", self.strict, False),
+                ("edits", self.edits, ()),
             )
             if value is not None and value != default
         ]
@@ -262,9 +277,15 @@ class ManagerOptions:
             "safety": DEFAULT_SAFETY_BUFFER if self.safety is None else self.safety,
             "pruning": "low_water" if self.pruning is None else self.pruning,
             "strict": bool(self.strict),
+            "edits": self.edits,
         }
 
-    def make(self, model: str | None, model_info: ModelInfo | None = None) -> ContextWindowManager:
+    def make(
+        self,
+        model: str | None,
+        model_info: ModelInfo | None = None,
+        edits: Sequence[EditStage] | None = None,
+    ) -> ContextWindowManager:
         """A new conversation's manager: a copy of ``manager=``, else a new one.
 
         Args:
@@ -272,13 +293,18 @@ class ManagerOptions:
                 ``model_info`` does); None or ``""``: no name.
             model_info: this model's limits, winning over the options' (ignored with
                 ``manager=``, which carries its own).
+            edits: this conversation's edit stages, winning over the options' (ignored
+                with ``manager=``, which carries its own).
 
         Returns:
             A manager with fresh per-run state.
         """
         if self.manager is not None:
             return self.manager.copy()
-        return ContextWindowManager(model or None, **self.keywords(model_info))
+        keywords = self.keywords(model_info)
+        if edits is not None:
+            keywords["edits"] = edits
+        return ContextWindowManager(model or None, **keywords)
 
     def store(self, factory: Callable[[], ContextWindowManager]) -> ConversationStore:
         """A conversation store with these bounds, making managers with ``factory``."""

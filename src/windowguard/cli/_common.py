@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
+from .._edit_flags import edit_stages
 from ..adapters import FORMATS
 from ..catalog import ModelInfo
+from ..edits.config import EditStage
+from ..exceptions import ConfigurationError
 from ..manager import ContextWindowManager
 
 if TYPE_CHECKING:
@@ -30,8 +33,11 @@ __all__ = [
     "ArgumentParser",
     "CliError",
     "Output",
+    "add_edit_options",
     "add_model_options",
     "common_parent",
+    "edits_of",
+    "edits_summary",
     "make_manager",
     "non_negative_int",
     "positive_int",
@@ -114,17 +120,100 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-tools", action="store_true", help="ignore the file's tool schemas")
 
 
+def add_edit_options(parser: argparse.ArgumentParser, *, spill: bool = False) -> None:
+    """The edit stages' options (``proxy``, ``inspect``, ``fit``), run before whole turns
+    are dropped; ``spill`` adds ``--spill-dir`` (the proxy's; inspecting writes nothing).
+    There is no summary option: a summarizer is code."""
+    group = parser.add_argument_group(
+        "edits", "edit tool results before dropping whole turns (default: drop only)"
+    )
+    group.add_argument(
+        "--clamp-tool-results",
+        type=positive_int,
+        metavar="TOKENS",
+        help="cut any single tool result over TOKENS (>= 100) to its start and end, with a "
+        "marker saying how much was cut (an output larger than the window no longer ends "
+        "the run)",
+    )
+    if spill:
+        group.add_argument(
+            "--spill-dir",
+            metavar="DIR",
+            help="keep each clamped output whole in DIR (created 0700, files 0600); the "
+            "marker names a handle, but the proxy cannot run read_spilled for its clients: "
+            "the handle is for a client that offers its own tool over DIR, and the files "
+            "stay private to this machine",
+        )
+    group.add_argument(
+        "--clear-tool-results",
+        type=positive_int,
+        metavar="KEEP",
+        help="replace tool results older than the newest KEEP turns by short placeholders "
+        "naming the tool and its arguments, oldest first, before any turn is dropped",
+    )
+    group.add_argument(
+        "--clear-at-least",
+        type=non_negative_int,
+        metavar="TOKENS",
+        help="clear only when that frees at least TOKENS (default 1000: each clear "
+        "rewrites the cached prompt prefix after it)",
+    )
+
+
+def edits_of(args: argparse.Namespace) -> tuple[EditStage, ...]:
+    """The edit stages :func:`add_edit_options`' flags ask for (no spill store).
+
+    Raises:
+        CliError: a value out of range, or ``--clear-at-least`` without
+            ``--clear-tool-results`` (the message names the flag).
+    """
+    try:
+        return edit_stages(
+            clamp_tool_results=getattr(args, "clamp_tool_results", None),
+            clear_tool_results=getattr(args, "clear_tool_results", None),
+            clear_at_least=getattr(args, "clear_at_least", None),
+        )
+    except ConfigurationError as exc:
+        raise CliError(str(exc)) from exc
+
+
+def edits_summary(records: Sequence[Mapping[str, Any]]) -> str:
+    """What a fit's edit records (``EditRecord.to_dict()``) did, by kind, with the
+    tokens each kind freed (``clamped 2 results (-9,100 tokens), ...``)."""
+    by_kind: dict[str, list[int]] = {}
+    for record in records:
+        counts = by_kind.setdefault(record["kind"], [0, 0])
+        counts[0] += len(record["messages"])
+        counts[1] += record["tokens_freed"]
+    if not by_kind:
+        return "nothing edited"
+    names = {
+        "clamp": "clamped {} results",
+        "clear": "cleared {} results",
+        "clear_inputs": "cleared the arguments of {} calls",
+        "summarize": "summarized {} messages",
+        "drop": "dropped {} messages",
+    }
+    return ", ".join(
+        f"{names[kind].format(n)} (-{freed:,} tokens)"
+        for kind, (n, freed) in by_kind.items()
+        if kind in names
+    )
+
+
 def make_manager(args: argparse.Namespace, transcript: Transcript) -> ContextWindowManager:
-    """The manager the model options describe (explicit window wins over the catalog)."""
+    """The manager the model and edit options describe (explicit window wins over the
+    catalog)."""
     model = args.model or transcript.model
+    edits = edits_of(args)
     if args.context_window is not None:
         info = ModelInfo(
             args.context_window, max_output_tokens=args.max_output_tokens, source="explicit"
         )
-        return ContextWindowManager(model, model_info=info, safety=args.safety)
+        return ContextWindowManager(model, model_info=info, safety=args.safety, edits=edits)
     if args.max_output_tokens is not None:
         raise CliError("--max-output-tokens needs --context-window")
-    return ContextWindowManager(model, safety=args.safety)
+    return ContextWindowManager(model, safety=args.safety, edits=edits)
 
 
 def window_warning(manager: ContextWindowManager) -> str | None:

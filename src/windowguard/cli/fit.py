@@ -1,6 +1,9 @@
 """``windowguard fit FILE``: write the fitted transcript, in the file's own shape.
 
-The fitted transcript goes to stdout (or ``-o``) as JSON, JSON Lines or the same JSON
+With edit options (``--clamp-tool-results``, ``--clear-tool-results``,
+``--clear-at-least``) the written transcript holds the edited results (clamped, or
+replaced by placeholders) where the edit stages made them. The fitted transcript goes
+to stdout (or ``-o``) as JSON, JSON Lines or the same JSON
 object with its ``messages`` / ``input`` replaced (from a file of transcripts, the chosen
 one as one line); a one-line summary goes to stderr, so ``windowguard fit t.json >
 fitted.json`` stays clean. Damaged or empty input writes nothing and exits 2: fitting it
@@ -19,7 +22,9 @@ from ..exceptions import ContextTruncatedError
 from ._common import (
     EXAMPLE,
     CliError,
+    add_edit_options,
     add_model_options,
+    edits_summary,
     make_manager,
     warn,
     window_warning,
@@ -41,6 +46,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     parser.add_argument("file", metavar="FILE", help=f"transcript file, or {EXAMPLE}")
     add_input_options(parser)
     add_model_options(parser)
+    add_edit_options(parser)
     parser.add_argument("-o", "--output", help="write the fitted transcript here")
     parser.set_defaults(handler=run)
 
@@ -99,6 +105,8 @@ def run(args: argparse.Namespace) -> int:
         f"{fit.budget} budget (window {fit.context_window} from {info.source}, "
         f"pressure {fit.pressure:.0%}); max_tokens {fit.max_tokens}"
     )
+    if mgr.edits:
+        summary += "; " + edits_summary([r.to_dict() for r in fit.edits if r.kind != "drop"])
     if fit.deferred:
         summary += "; DAMAGED input passed on unchanged: " + "; ".join(
             str(p) for p in fit.problems[:3]

@@ -3,7 +3,11 @@
 One row per turn (the head first, the newest marked): its messages, their kinds, its
 tokens and what counted them (the model family's exact local tokenizer through its chat
 template when one is installed, else the calibrated heuristic), the running total, and
-whether :meth:`ContextWindowManager.fit` would keep or drop it. Then the budget, the
+whether :meth:`ContextWindowManager.fit` would keep or drop it. With edit options
+(``--clamp-tool-results``, ``--clear-tool-results``, ``--clear-at-least``: the proxy's
+flags) it also says, per turn, what the edit stages did (results clamped or cleared, call
+arguments cleared, turns summarized or dropped) and the tokens that freed: the turn's
+tokens minus what is sent of it, both counted the same way. Then the budget, the
 pressure before and after fitting; with ``--tokenizer`` an exact count next to it;
 with ``--endpoint URL`` the serving endpoint's own count of the whole transcript and of
 the fitted request (its count API found by discovery). ``--json`` prints the same as one
@@ -20,24 +24,27 @@ import argparse
 import json
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .._edit_flags import describe_edits
 from ..accounting.remote import CountQuery, RemoteCountError, discover_counter
-from ..adapters import shape_messages
+from ..adapters import shape_messages, shaper
 from ..counters import TokenCounter, load_counter
 from ..estimate import Estimator
 from ..exceptions import ConfigurationError, ContextTruncatedError
 from ..manager import ContextWindowManager, Fit
-from ..shapes import Shape
+from ..shapes import Format, Shape
 from ..templates import TEMPLATES, count_prompt_parts
 from ..turns import segment
 from ._common import (
     EXAMPLE,
     CliError,
     Output,
+    add_edit_options,
     add_model_options,
+    edits_summary,
     make_manager,
     warn,
     window_warning,
@@ -62,6 +69,11 @@ class TurnRow:
         exact_tokens: the exact count, when a tokenizer was given.
         counted_by: ``local:<family>`` (exact tokenizer and template) or
             ``heuristic:<family>`` (calibrated estimate).
+        sent_tokens: what is sent of it after the edit stages, counted as
+            ``estimated_tokens`` is (0 when dropped or summarized; None when not fitted).
+        edits: what the edit stages did to it, by kind (``"clamp"``, ``"clear"``,
+            ``"clear_inputs"``: the messages edited; ``"summarize"``, ``"drop"``: the
+            messages folded or left out).
     """
 
     label: str
@@ -73,6 +85,8 @@ class TurnRow:
     kept: bool | None
     exact_tokens: int | None = None
     counted_by: str = ""
+    sent_tokens: int | None = None
+    edits: tuple[tuple[str, int], ...] = ()
 
 
 def register(sub: Any, parent: argparse.ArgumentParser) -> None:
@@ -88,6 +102,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     parser.add_argument("file", metavar="FILE", help=f"transcript file, or {EXAMPLE}")
     add_input_options(parser)
     add_model_options(parser)
+    add_edit_options(parser)
     parser.add_argument(
         "--tokenizer",
         metavar="PATH_OR_NAME",
@@ -213,7 +228,8 @@ def inspect_transcript(
             )
         except ContextTruncatedError as exc:
             error = f"CONTEXT_TRUNCATED: {exc}"
-    kept_ids = {id(m) for m in fit.messages} if fit is not None else set()
+    sent = _sent_by_message(messages, fit, seg.head_stop)
+    count_sent = _sent_counter(manager, shaped.format, bool(counted_by.startswith("local:")))
     exact = _exact_counts(args, tokenizer, messages, shaped.shapes, shaped.format, tools)
     spans = [range(seg.head_stop), *seg.turns] if seg.head_stop else list(seg.turns)
     rows: list[TurnRow] = []
@@ -228,6 +244,13 @@ def inspect_transcript(
             label += " (newest)"
         estimate = sum(per_message[i] for i in span)
         total += estimate
+        sent_tokens = None
+        if fit is not None:
+            sent_tokens = sum(
+                per_message[i] if sent[i] is messages[i] else count_sent(sent[i])
+                for i in span
+                if i in sent
+            )
         rows.append(
             TurnRow(
                 label=label,
@@ -236,9 +259,11 @@ def inspect_transcript(
                 kinds=_kinds(shaped.shapes[span.start : span.stop]),
                 estimated_tokens=estimate,
                 cumulative_tokens=total,
-                kept=None if fit is None else id(messages[span.start]) in kept_ids,
+                kept=None if fit is None else span.start in sent,
                 exact_tokens=None if exact is None else sum(exact[0][i] for i in span),
                 counted_by=counted_by,
+                sent_tokens=sent_tokens,
+                edits=_edits_in(fit, span),
             )
         )
     info = manager.model_info
@@ -257,6 +282,7 @@ def inspect_transcript(
         "estimated_tokens": total,
         "pressure": total / window,
         "problems": [str(p) for p in seg.problems],
+        "edit_stages": describe_edits(manager.edits),
         "rows": [_row_dict(r) for r in rows],
         "fit": _fit_dict(fit, error),
     }
@@ -272,6 +298,44 @@ def inspect_transcript(
             "estimate_over_exact": total / exact_total if exact_total else None,
         }
     return result
+
+
+def _sent_by_message(messages: Sequence[Any], fit: Fit | None, head_stop: int) -> dict[int, Any]:
+    """What is sent for each kept message, by its index: the caller's own message or its
+    edited copy. A fit sends the head, the summary (if any), then the newest messages
+    from the cut on, each in its place, so the kept messages are found by position."""
+    if fit is None:
+        return {}
+    summary = any(record.kind == "summarize" for record in fit.edits)
+    head = min(head_stop, len(fit.messages))
+    tail = len(fit.messages) - head - (1 if summary else 0)
+    out = {i: fit.messages[i] for i in range(head)}
+    first = len(messages) - tail
+    out.update({first + k: fit.messages[len(fit.messages) - tail + k] for k in range(tail)})
+    return out
+
+
+def _sent_counter(
+    manager: ContextWindowManager, fmt: Format, local: bool
+) -> Callable[[object], int]:
+    """How an edited copy is counted: as the inspection counts the caller's messages."""
+    shape_of = shaper(fmt)
+    estimator, factor, accounting = manager.estimator, manager.calibration.factor, manager.local
+    if local and accounting is not None:
+        return lambda message: accounting.message_tokens(shape_of(message))
+    return lambda message: math.ceil(estimator.message_tokens(shape_of(message)) * factor)
+
+
+def _edits_in(fit: Fit | None, span: range) -> tuple[tuple[str, int], ...]:
+    """The edit kinds that touched ``span``'s messages, each with how many."""
+    if fit is None:
+        return ()
+    found: dict[str, int] = {}
+    for record in fit.edits:
+        touched = sum(1 for i in record.messages if i in span)
+        if touched:
+            found[record.kind] = found.get(record.kind, 0) + touched
+    return tuple(found.items())
 
 
 def _local_counts(
@@ -338,6 +402,11 @@ def _row_dict(row: TurnRow) -> dict[str, Any]:
         "kept": row.kept,
         "exact_tokens": row.exact_tokens,
         "counted_by": row.counted_by,
+        "sent_tokens": row.sent_tokens,
+        "tokens_freed": (
+            None if row.sent_tokens is None else max(0, row.estimated_tokens - row.sent_tokens)
+        ),
+        "edits": dict(row.edits),
     }
 
 
@@ -355,6 +424,7 @@ def _fit_dict(fit: Fit | None, error: str) -> dict[str, Any]:
         "deferred": fit.deferred,
         "exact": fit.exact,
         "sources": list(fit.sources),
+        "edits": [record.to_dict() for record in fit.edits],
     }
 
 
@@ -395,27 +465,59 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+_EDITED = ("clamp", "clear", "clear_inputs")
+
+
+def _fit_cell(row: dict[str, Any]) -> str:
+    """What the fit did with a row: kept, edited (kept with edited messages), dropped or
+    summarized."""
+    if row["kept"] is None:
+        return "-"
+    if not row["kept"]:
+        return "SUMMARIZED" if "summarize" in row["edits"] else "DROPPED"
+    return "edited" if any(kind in row["edits"] for kind in _EDITED) else "kept"
+
+
+def _edits_cell(row: dict[str, Any]) -> str:
+    """The edits of a kept row and the tokens they freed (``clamp 1, clear 2: -5,100``)."""
+    done = [f"{kind} {row['edits'][kind]}" for kind in _EDITED if kind in row["edits"]]
+    if not done or not row["kept"]:
+        return ""
+    return f"{', '.join(done)}: -{row['tokens_freed']:,}"
+
+
 def _render(out: Output, report: dict[str, Any]) -> None:
     exact = report.get("exact")
+    # The edit columns only when edit stages ran (drops alone are the fit column's).
+    edits = not report["edit_stages"].startswith("edits: none") or any(
+        record["kind"] != "drop" for record in report["fit"].get("edits", ())
+    )
     columns = ["turn", "messages", "kinds", "tokens", "cumulative", "fit"]
     if exact:
         columns.insert(4, "exact")
+    if edits:
+        columns += ["sent", "edits"]
     rows: list[list[str]] = []
     styles: list[str | None] = []
     fixed_row = ["fixed", "-", "tools, system, framing", str(report["fixed_tokens"])]
     fixed_row += [str(exact["fixed_tokens"])] if exact else []
     rows.append([*fixed_row, str(report["fixed_tokens"]), "sent"])
+    rows[-1] += [str(report["fixed_tokens"]), ""] if edits else []
     styles.append("dim")
     for row in report["rows"]:
         span = f"{row['first']}" if row["first"] == row["last"] else f"{row['first']}-{row['last']}"
-        kept = {True: "kept", False: "DROPPED", None: "-"}[row["kept"]]
         cells = [row["label"], span, row["kinds"], str(row["estimated_tokens"])]
         cells += [str(row["exact_tokens"])] if exact else []
-        rows.append([*cells, str(row["cumulative_tokens"]), kept])
+        cells += [str(row["cumulative_tokens"]), _fit_cell(row)]
+        if edits:
+            sent = row["sent_tokens"]
+            cells += ["-" if sent is None else str(sent), _edits_cell(row)]
+        rows.append(cells)
         styles.append(
             "red" if row["kept"] is False else ("bold" if row["label"] == "head" else None)
         )
-    right = (3, 4, 5) if exact else (3, 4)
+    right: tuple[int, ...] = (3, 4, 5) if exact else (3, 4)
+    right += (len(columns) - 2,) if edits else ()
     source = report["transcript"]
     picked = ""
     if source["of"] > 1:
@@ -445,6 +547,8 @@ def _render(out: Output, report: dict[str, Any]) -> None:
             + ("; DAMAGED input passed on unchanged" if fit["deferred"] else ""),
             style="green" if not fit["dropped_turns"] else "yellow",
         )
+        if edits:
+            out.line(f"{report['edit_stages']}; this fit: {edits_summary(fit['edits'])}")
     for problem in report["problems"][:5]:
         out.line(f"damage: {problem}", style="red")
     endpoint = report.get("endpoint")

@@ -2,7 +2,8 @@
 
 Reads JSONL event files (what :class:`~windowguard.sinks.JsonlSink` writes, one run per
 file) and draws each run's provider-reported pressure per model call, with prunes,
-``max_tokens`` shrinks and provider failures marked. Needs matplotlib.
+``max_tokens`` shrinks, edits (``context_edited``: results clamped or cleared, call
+arguments cleared, turns summarized) and provider failures marked. Needs matplotlib.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ..demo.chart import draw_chart, read_events, series_from_events
+from ..demo.chart import PressureSeries, draw_chart, read_events, series_from_events
 from ._common import CliError, Output
 
 __all__ = ["register", "run"]
@@ -22,13 +23,26 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     parser = sub.add_parser(
         "plot",
         parents=[parent],
-        help="draw pressure, prunes and shrinks over steps as PNG",
+        help="draw pressure, prunes, edits and shrinks over steps as PNG",
         description="Draw pressure over steps from JSONL event files (one run per file).",
     )
     parser.add_argument("events", metavar="EVENTS.jsonl", nargs="+", help="event files")
     parser.add_argument("-o", "--output", required=True, help="the PNG to write")
     parser.add_argument("--title", default="", help="chart title")
     parser.set_defaults(handler=run)
+
+
+def _edits(series: PressureSeries) -> str:
+    """``, edits at 3 steps (clamp 1, clear 2; -12,400 tokens)``, or nothing."""
+    if not series.edits:
+        return ""
+    kinds: dict[str, int] = {}
+    for _, kind, _ in series.edits:
+        kinds[kind] = kinds.get(kind, 0) + 1
+    freed = sum(tokens for _, _, tokens in series.edits)
+    steps = len({step for step, _, _ in series.edits})
+    said = ", ".join(f"{kind} {n}" for kind, n in kinds.items())
+    return f", edits at {steps} steps ({said}; -{freed:,} tokens)"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -52,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
         out.line(
             f"{run_series.label}: {len(run_series.steps)} steps, peak pressure {peak:.0%}, "
             f"{len(run_series.prunes)} prunes, {len(run_series.shrinks)} shrinks"
+            + _edits(run_series)
             + (f", failed: {failed}" if failed else "")
         )
     out.line(f"chart: {target}")

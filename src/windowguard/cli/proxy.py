@@ -13,7 +13,7 @@ import argparse
 import os
 from typing import Any
 
-from ._common import CliError, non_negative_int, positive_int
+from ._common import CliError, add_edit_options, non_negative_int, positive_int
 
 __all__ = ["register", "run"]
 
@@ -24,12 +24,18 @@ context window. POST /v1/chat/completions, /v1/responses and /v1/messages are fi
 counted) and forwarded; streams pass through as they arrive. A request that cannot fit
 gets a 400 with code "context_truncated" and never reaches the upstream. Every other
 path passes through untouched. GET /metrics (Prometheus) and GET /healthz are served.
+
+With --clamp-tool-results and --clear-tool-results, oversized tool results are cut to
+their start and end and old ones replaced by placeholders before any whole turn is
+left out; the client's own transcript is never changed, only what is forwarded.
 """
 
 _EPILOG = """\
 example:
   windowguard proxy --upstream http://127.0.0.1:8000
   OPENAI_BASE_URL=http://127.0.0.1:8788/v1 your-agent
+  windowguard proxy --upstream http://127.0.0.1:8000 --clamp-tool-results 8000 \\
+      --clear-tool-results 3
 """
 
 
@@ -129,6 +135,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="time allowed for each startup discovery (default 5)",
     )
+    add_edit_options(parser, spill=True)
     parser.set_defaults(handler=run)
 
 
@@ -168,5 +175,9 @@ def run(args: argparse.Namespace) -> int:
         safety=args.safety,
         upstream_timeout=args.upstream_timeout,
         discovery_timeout=args.discovery_timeout,
+        clamp_tool_results=args.clamp_tool_results,
+        spill_dir=args.spill_dir,
+        clear_tool_results=args.clear_tool_results,
+        clear_at_least=args.clear_at_least,
     )
     return serve(config)

@@ -2,8 +2,11 @@
 
 A *step* is one model call, numbered from 1. ``context_pressure`` events (one per
 answered call) give the pressure line; ``transcript_pruned``, ``max_tokens_shrunk`` /
-``context_emergency_shrink`` and ``provider_error`` events are placed on the step of
-the send they belong to — the next call after the last pressure reading.
+``context_emergency_shrink``, ``context_edited`` (results clamped or cleared, call
+arguments cleared, turns summarized: the edit stages) and ``provider_error`` events are
+placed on the step of the send they belong to — the next call after the last pressure
+reading. An edit repeated from an earlier send (``"new": false``) is not marked again,
+and a ``"drop"`` edit is the prune already marked.
 
 :func:`series_from_events` is pure and works on ``Event.to_dict()`` dicts, which is
 exactly what a JSONL sink writes, so a chart can be drawn live (the demo) or later
@@ -21,7 +24,16 @@ from typing import Any
 
 from ..exceptions import ConfigurationError
 
-__all__ = ["PressureSeries", "draw_chart", "read_events", "series_from_events"]
+__all__ = ["EDIT_MARKS", "PressureSeries", "draw_chart", "read_events", "series_from_events"]
+
+EDIT_MARKS = {"clamp": "D", "clear": "o", "clear_inputs": "P", "summarize": "*"}
+"""The marker each kind of edit is drawn with (a drop is drawn as a prune)."""
+_EDIT_LABELS = {
+    "clamp": "clamped",
+    "clear": "cleared",
+    "clear_inputs": "arguments cleared",
+    "summarize": "summarized",
+}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -35,6 +47,8 @@ class PressureSeries:
         prunes: steps whose send dropped oldest turns.
         new_cuts: the subset of ``prunes`` where the cut moved (low-water pruning).
         shrinks: steps whose ``max_tokens`` was lowered.
+        edits: ``(step, edit kind, tokens freed)`` of the edit stages' new edits, one per
+            step and kind (``"clamp"``, ``"clear"``, ``"clear_inputs"``, ``"summarize"``).
         failures: ``(step, failure kind)`` of provider errors.
         window: the window the pressures are measured against, if known.
     """
@@ -47,6 +61,7 @@ class PressureSeries:
     shrinks: tuple[int, ...] = ()
     failures: tuple[tuple[int, str], ...] = ()
     window: int | None = None
+    edits: tuple[tuple[int, str, int], ...] = ()
 
 
 def series_from_events(events: Iterable[Mapping[str, Any]], label: str) -> PressureSeries:
@@ -65,6 +80,7 @@ def series_from_events(events: Iterable[Mapping[str, Any]], label: str) -> Press
     cuts: list[int] = []
     shrinks: list[int] = []
     failures: list[tuple[int, str]] = []
+    edits: dict[tuple[int, str], int] = {}
     window: int | None = None
     for event in events:
         kind = event.get("event")
@@ -81,6 +97,12 @@ def series_from_events(events: Iterable[Mapping[str, Any]], label: str) -> Press
             shrinks.append(upcoming)
         elif kind == "provider_error":
             failures.append((upcoming, str(event.get("failure_kind", "unknown"))))
+        elif kind == "context_edited" and event.get("new", True) is not False:
+            if event.get("edit") not in EDIT_MARKS:
+                continue
+            key = (upcoming, str(event["edit"]))
+            freed = event.get("tokens_freed")
+            edits[key] = edits.get(key, 0) + (freed if isinstance(freed, int) else 0)
     return PressureSeries(
         label=label,
         steps=tuple(steps),
@@ -90,6 +112,7 @@ def series_from_events(events: Iterable[Mapping[str, Any]], label: str) -> Press
         shrinks=tuple(shrinks),
         failures=tuple(failures),
         window=window,
+        edits=tuple((step, edit, freed) for (step, edit), freed in edits.items()),
     )
 
 
@@ -125,7 +148,9 @@ def draw_chart(series: Sequence[PressureSeries], path: str | Path, *, title: str
     """Draw pressure over steps for one or more runs and save it as PNG.
 
     Prunes are marked with triangles on their run's line (filled where the cut
-    moved), shrinks with squares, provider failures with a cross at the window line.
+    moved), shrinks with squares, edits (:data:`EDIT_MARKS`: clamps with diamonds,
+    clears with circles, cleared arguments with plus signs, summaries with stars) on the
+    line too, provider failures with a cross at the window line.
 
     Args:
         series: the runs to draw.
@@ -159,6 +184,9 @@ def draw_chart(series: Sequence[PressureSeries], path: str | Path, *, title: str
         _marks(axes, run.prunes, at, color, "v", "none", f"{run.label}: pruned")
         _marks(axes, run.new_cuts, at, color, "v", color, None)
         _marks(axes, run.shrinks, at, color, "s", "none", f"{run.label}: max_tokens shrunk")
+        for edit, marker in EDIT_MARKS.items():
+            steps = [step for step, kind, _ in run.edits if kind == edit]
+            _marks(axes, steps, at, color, marker, "none", f"{run.label}: {_EDIT_LABELS[edit]}")
         for step, kind in run.failures:
             axes.plot([step], [1.0], marker="X", markersize=11, color=color, linestyle="none")
             axes.annotate(kind, (step, 1.0), textcoords="offset points", xytext=(6, 6), color=color)

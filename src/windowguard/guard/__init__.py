@@ -10,7 +10,8 @@
 
 The guarded client is used exactly like the client it wraps. Its model calls
 (``chat.completions.create``, ``responses.create``, ``messages.create``,
-``messages.stream``, streamed or not) are fitted first: the oldest whole turns are
+``messages.stream``, streamed or not) are fitted first: with ``edits=``, oversized tool
+results are clamped and old ones cleared first; then the oldest whole turns are
 dropped until the request fits (head and newest turn always kept, a tool call never
 separated from its result), the reply budget is fitted, the tools are counted; then the
 call is made with the SDK's own method on the wrapped client, and the SDK's own response
@@ -36,12 +37,13 @@ Invariants:
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any
 
 from .._conversations import DEFAULT_MAX_CONVERSATIONS
 from ..catalog import ModelInfo
+from ..edits.config import EditStage
 from ..exceptions import ConfigurationError
 from ..manager import ContextWindowManager
 from ..providers._common import DEFAULT_DISCOVERY_TIMEOUT
@@ -62,6 +64,7 @@ def guard(
     pruning: PruningPolicy | None = None,
     sinks: Iterable[Sink] = (),
     strict: bool | None = None,
+    edits: Sequence[EditStage] = (),
     manager: ContextWindowManager | None = None,
     max_conversations: int = DEFAULT_MAX_CONVERSATIONS,
     discover: bool | None = None,
@@ -86,8 +89,13 @@ def guard(
             ``guard_passthrough`` for a call sent unchanged.
         strict: raise :class:`~windowguard.InvalidTranscriptError` on a damaged
             transcript instead of passing it on.
+        edits: edit stages run before whole turns are dropped
+            (``[wg.ClampToolResults(...), wg.ClearToolResults(...), wg.Summarize(...)]``;
+            ``docs/edits.md``); ``()`` (default): drop only. Edited messages are sent as
+            new objects of the caller's type; the caller's transcript is never changed.
         manager: a configured :class:`~windowguard.ContextWindowManager`, copied for each
-            conversation (instead of ``model_info``, ``safety``, ``pruning``, ``strict``).
+            conversation (instead of ``model_info``, ``safety``, ``pruning``, ``strict``,
+            ``edits``).
         max_conversations: conversations remembered per endpoint and model (LRU; at
             most 256 endpoint and model pairs are remembered, least recently used
             forgotten first).
@@ -114,6 +122,7 @@ def guard(
         pruning=pruning,
         sinks=sinks,
         strict=strict,
+        edits=edits,
         manager=manager,
         max_conversations=max_conversations,
         discover=discover,

@@ -34,7 +34,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Generic, TypeVar
 
@@ -50,6 +50,7 @@ from .._conversations import (
 from ..accounting.remote import RemoteCounter
 from ..accounting.usage import prompt_tokens_from_usage
 from ..catalog import ModelInfo
+from ..edits.config import EditStage
 from ..events import Event, GuardPassthrough
 from ..exceptions import ConfigurationError
 from ..gauge import ContextGauge
@@ -131,7 +132,7 @@ class Guard:
         sinks: where events go.
         strict: raise on damaged transcripts instead of passing them on.
         manager: a template manager, copied per conversation (excludes ``model_info``,
-            ``safety``, ``pruning`` and ``strict``: see
+            ``safety``, ``pruning``, ``strict`` and ``edits``: see
             :class:`~windowguard._conversations.ManagerOptions`).
         max_conversations: conversations kept per endpoint and model (LRU).
         discover: ask the endpoint for its window and count API (None: unless it is the
@@ -143,6 +144,8 @@ class Guard:
         known_limits: limits known already for a model name, used instead of
             discovering (the proxy's startup discovery, for names its upstream did not
             list); None from it, or no function: discover as usual.
+        edits: the edit stages of every conversation's manager (``()``: drop only).
+        caller: what errors name the options as given to (``"guard()"``).
     """
 
     def __init__(
@@ -161,14 +164,17 @@ class Guard:
         ttl_seconds: float | None = DEFAULT_TTL_SECONDS,
         max_models: int = DEFAULT_MAX_MODELS,
         known_limits: KnownLimits | None = None,
+        edits: Sequence[EditStage] = (),
+        caller: str = "guard()",
     ) -> None:
         self.options = ManagerOptions(
-            caller="guard()",
+            caller=caller,
             manager=manager,
             model_info=model_info,
             safety=safety,
             pruning=pruning,
             strict=strict,
+            edits=edits,
             max_conversations=max_conversations,
             ttl_seconds=ttl_seconds,
         )

@@ -20,11 +20,13 @@ Two hooks, both over OpenAI-format chat messages (dicts or LiteLLM ``Message`` o
 
 Invariants:
 
-- Messages are never copied or rewritten: the list sent is a subsequence of the
-  caller's own objects. The head (system messages through the first user message) and
-  the newest turn are always kept, an assistant's tool calls travel with their results,
-  and a request that cannot fit raises :class:`~windowguard.ContextTruncatedError`
-  before LiteLLM is called.
+- Messages are never rewritten in place: the list sent is a subsequence of the
+  caller's own objects, except the messages an edit stage (``edits=``) changed, which
+  are new objects of the caller's type (a dict, LiteLLM's ``Message``) with only their
+  content replaced, sent byte for byte again on later calls. The head (system messages
+  through the first user message) and the newest turn are always kept, an assistant's
+  tool calls travel with their results, and a request that cannot fit raises
+  :class:`~windowguard.ContextTruncatedError` before LiteLLM is called.
 - Fits of one conversation run one at a time (:func:`acompletion` and the logger
   await their turn, never blocking the event loop), and usage is fed back only to the
   request it answers: each fitted send gets a number unique in the process
@@ -69,6 +71,7 @@ from .._conversations import (
     head_key,
 )
 from ..catalog import ModelInfo
+from ..edits.config import EditStage, check_edits
 from ..exceptions import ConfigurationError
 from ..guard._apis import asking_for_usage
 from ..manager import ContextWindowManager, Fit
@@ -115,6 +118,9 @@ class LiteLLMGuard:
         pruning: ``"low_water"`` (default, cache-friendly) or ``"minimal"``.
         strict: raise :class:`~windowguard.InvalidTranscriptError` on damaged input.
         sinks: callables given every event.
+        edits: edit stages run before whole turns are dropped
+            (``[wg.ClampToolResults(...), wg.ClearToolResults(...)]``; ``docs/edits.md``);
+            ``()`` (default): drop only. The caller's ``messages`` are never changed.
         manager: a configured manager to copy for each conversation (then leave the
             options above at their defaults: the manager carries its own).
         max_conversations: conversations remembered (least recently used forgotten).
@@ -132,6 +138,7 @@ class LiteLLMGuard:
         pruning: PruningPolicy = "low_water",
         strict: bool = False,
         sinks: Iterable[Sink] = (),
+        edits: Sequence[EditStage] = (),
         manager: ContextWindowManager | None = None,
         max_conversations: int = DEFAULT_MAX_CONVERSATIONS,
         ttl_seconds: float | None = DEFAULT_TTL_SECONDS,
@@ -143,12 +150,13 @@ class LiteLLMGuard:
             safety=safety,
             pruning=pruning,
             strict=strict,
+            edits=edits,
             max_conversations=max_conversations,
             ttl_seconds=ttl_seconds,
         )
         self.sinks = as_sinks(sinks)
-        self._stores: ConversationStores[tuple[str, ModelInfo | None], ConversationStore] = (
-            ConversationStores(lambda key: self.options.store(lambda: self.options.make(*key)))
+        self._stores: ConversationStores[_StoreKey, ConversationStore] = ConversationStores(
+            lambda key: self.options.store(lambda: self.options.make(*key))
         )
         self.last_fit: Fit | None = None
         """The most recent fit this guard made."""
@@ -156,9 +164,15 @@ class LiteLLMGuard:
     # -- fitting -------------------------------------------------------------------------
 
     def _conversation(
-        self, model: str, info: ModelInfo | None, messages: Sequence[object]
+        self,
+        model: str,
+        info: ModelInfo | None,
+        edits: tuple[EditStage, ...] | None,
+        messages: Sequence[object],
     ) -> Conversation:
-        store = self._stores.get((model, info or self.options.model_info))
+        # A call's own edits make conversations of their own: one manager runs one set.
+        stages = tuple(self.options.edits or ()) if edits is None else edits
+        store = self._stores.get((model, info or self.options.model_info, stages))
         return store.get(head_key(messages, model=model))
 
     def fit_request(
@@ -166,6 +180,7 @@ class LiteLLMGuard:
         request: MutableMapping[str, Any],
         *,
         model_info: ModelInfo | None = None,
+        edits: Sequence[EditStage] | None = None,
         include_usage: bool = True,
     ) -> _Send:
         """Fit a LiteLLM chat request in place: ``messages``, the reply budget and, for a
@@ -175,6 +190,7 @@ class LiteLLMGuard:
             request: LiteLLM keyword arguments (``model``, ``messages``, ``tools``,
                 ``max_tokens`` ...), or the proxy's request body.
             model_info: this request's limits (else the guard's, else the catalog's).
+            edits: this request's edit stages (None: the guard's ``edits``).
             include_usage: ask a stream for usage when the caller did not; the proxy
                 logger passes False, since the usage-only chunk would reach its client.
 
@@ -185,7 +201,7 @@ class LiteLLMGuard:
             ContextTruncatedError: even the head and the newest turn cannot fit.
             ConfigurationError: no model name, or messages that are not a list.
         """
-        conversation, messages, options = self._read(request, model_info)
+        conversation, messages, options = self._read(request, model_info, edits)
         fitted = conversation.prepare(messages, **options)
         return self._apply(request, conversation, fitted, include_usage)
 
@@ -194,6 +210,7 @@ class LiteLLMGuard:
         request: MutableMapping[str, Any],
         *,
         model_info: ModelInfo | None = None,
+        edits: Sequence[EditStage] | None = None,
         include_usage: bool = True,
     ) -> _Send:
         """:meth:`fit_request` on an event loop: a concurrent fit of the same
@@ -203,15 +220,19 @@ class LiteLLMGuard:
             ContextTruncatedError: even the head and the newest turn cannot fit.
             ConfigurationError: no model name, or messages that are not a list.
         """
-        conversation, messages, options = self._read(request, model_info)
+        conversation, messages, options = self._read(request, model_info, edits)
         fitted = await conversation.aprepare(messages, **options)
         return self._apply(request, conversation, fitted, include_usage)
 
     def _read(
-        self, request: Mapping[str, Any], model_info: ModelInfo | None
+        self,
+        request: Mapping[str, Any],
+        model_info: ModelInfo | None,
+        edits: Sequence[EditStage] | None,
     ) -> tuple[Conversation, list[object], dict[str, Any]]:
         """The request's conversation, transcript and fit options (checked)."""
         _check_model_info(model_info)
+        stages = _check_edits(edits, self.options.manager)
         model = request.get("model")
         if not isinstance(model, str) or not model:
             raise ConfigurationError(f"a LiteLLM request needs a model name, got {model!r}")
@@ -225,7 +246,8 @@ class LiteLLMGuard:
             "max_tokens": request.get(_budget_key(request)),
             "format": "openai_chat",
         }
-        return self._conversation(model, model_info, messages), list(messages), options
+        conversation = self._conversation(model, model_info, stages, messages)
+        return conversation, list(messages), options
 
     def _apply(
         self,
@@ -283,8 +305,8 @@ class LiteLLMGuard:
             ContextTruncatedError: even the head and the newest turn cannot fit; LiteLLM
                 was not called.
         """
-        request, info = _request(args, kwargs)
-        send = self.fit_request(request, model_info=info)
+        request, info, edits = _request(args, kwargs)
+        send = self.fit_request(request, model_info=info, edits=edits)
         try:
             response = litellm.completion(**request)
         except Exception as exc:
@@ -302,8 +324,8 @@ class LiteLLMGuard:
             ContextTruncatedError: even the head and the newest turn cannot fit; LiteLLM
                 was not called.
         """
-        request, info = _request(args, kwargs)
-        send = await self.afit_request(request, model_info=info)
+        request, info, edits = _request(args, kwargs)
+        send = await self.afit_request(request, model_info=info, edits=edits)
         try:
             response = await litellm.acompletion(**request)
         except Exception as exc:
@@ -336,8 +358,11 @@ def completion(*args: Any, **kwargs: Any) -> Any:
     """``litellm.completion``, fitted into the window (same arguments).
 
     ``model_info=`` may be a :class:`~windowguard.ModelInfo` (windowguard's, not passed
-    on); a dict is LiteLLM's own and goes through untouched. Conversations share one
-    default :class:`LiteLLMGuard`; build your own for other options.
+    on); a dict is LiteLLM's own and goes through untouched. ``edits=`` (windowguard's
+    edit stages, ``[wg.ClampToolResults(...), wg.ClearToolResults(...)]``; never passed
+    on) edits tool results before whole turns are dropped; ``()`` or none: drop only.
+    Conversations share one default :class:`LiteLLMGuard`; build your own for other
+    options.
 
     Raises:
         ContextTruncatedError: even the head and the newest turn cannot fit; LiteLLM was
@@ -511,9 +536,10 @@ class _UsageStream:
 
 def _request(
     args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> tuple[dict[str, Any], ModelInfo | None]:
+) -> tuple[dict[str, Any], ModelInfo | None, Sequence[EditStage] | None]:
     """LiteLLM's arguments as one request dict (model and messages may be positional),
-    and windowguard's ``model_info`` taken out."""
+    and windowguard's ``model_info`` and ``edits`` taken out (LiteLLM has no ``edits``
+    argument: it is never passed on)."""
     if len(args) > 2:
         raise ConfigurationError(
             f"pass model and messages positionally and the rest by keyword; got {len(args)} "
@@ -533,7 +559,8 @@ def _request(
         del request["model_info"]  # windowguard's; a dict is LiteLLM's own
     else:
         info = None
-    return request, info
+    edits = request.pop("edits", None)
+    return request, info, edits
 
 
 def _budget_key(request: Mapping[str, Any]) -> str:
@@ -565,6 +592,28 @@ def _prompt_tokens(usage: object) -> object:
     return (
         tokens if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0 else None
     )
+
+
+_StoreKey = tuple[str, ModelInfo | None, tuple[EditStage, ...]]
+"""Conversations are kept per model, its limits and the edit stages their managers run."""
+
+
+def _check_edits(
+    edits: Sequence[EditStage] | None, manager: ContextWindowManager | None
+) -> tuple[EditStage, ...] | None:
+    """A call's ``edits=`` checked (None: the guard's)."""
+    if edits is None:
+        return None
+    try:
+        stages = check_edits(edits)
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"completion(edits=...): {exc}") from exc
+    if manager is not None and stages != manager.edits:
+        raise ConfigurationError(
+            "completion(edits=...): this guard copies a manager= that carries its own edits; "
+            "pass edits to that ContextWindowManager instead"
+        )
+    return stages
 
 
 def _check_model_info(info: object) -> None:

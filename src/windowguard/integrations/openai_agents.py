@@ -21,8 +21,11 @@ Two hooks, made together by :func:`call_model_input_filter` and used together::
 
 Invariants:
 
-- Items are never copied or rewritten: the returned list is a subsequence of the
-  caller's own item objects, in order. Pruning is turn-atomic: a ``function_call``
+- Items are never rewritten in place: the returned list is a subsequence of the
+  caller's own item objects, in order, except the items an edit stage (``edits=``)
+  changed, which are new items of the same type with only their output (or a cleared
+  call's arguments) replaced, sent byte for byte again on later calls. Pruning is
+  turn-atomic: a ``function_call``
   stays with the ``function_call_output`` of the same ``call_id``, a ``reasoning`` item
   with the calls of its response, parallel calls with all their outputs.
 - The head (instructions and everything up to and including the first user input) and
@@ -61,7 +64,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, Final, cast
 
 try:
@@ -90,6 +93,7 @@ from .._conversations import (
 )
 from ..accounting.usage import prompt_tokens_from_usage
 from ..catalog import ModelInfo
+from ..edits.config import EditStage
 from ..exceptions import ConfigurationError, ContextTruncatedError, InvalidTranscriptError
 from ..gauge import ContextGauge
 from ..manager import ContextWindowManager
@@ -123,6 +127,7 @@ class ContextWindowFilter:
         max_tokens: int | None,
         max_conversations: int,
         ttl_seconds: float | None,
+        edits: Sequence[EditStage] = (),
     ) -> None:
         self.options = ManagerOptions(
             caller="call_model_input_filter()",
@@ -131,6 +136,7 @@ class ContextWindowFilter:
             safety=safety,
             pruning=pruning,
             strict=strict,
+            edits=edits,
             max_conversations=max_conversations,
             ttl_seconds=ttl_seconds,
         )
@@ -356,6 +362,7 @@ def call_model_input_filter(
     pruning: PruningPolicy | None = None,
     sinks: Sink | Iterable[Sink] | None = None,
     strict: bool | None = None,
+    edits: Sequence[EditStage] = (),
     manager: ContextWindowManager | None = None,
     max_tokens: int | None = None,
     max_conversations: int = DEFAULT_MAX_CONVERSATIONS,
@@ -383,9 +390,13 @@ def call_model_input_filter(
             ``context_pressure`` ...).
         strict: raise :class:`~windowguard.InvalidTranscriptError` on damaged input
             instead of passing it on.
+        edits: edit stages run before whole turns are dropped
+            (``[wg.ClampToolResults(...), wg.ClearToolResults(...)]``; ``docs/edits.md``);
+            ``()`` (default): drop only. Only the call's input is edited, never the
+            run's history.
         manager: a template :class:`~windowguard.ContextWindowManager`, copied per
             conversation (then pass none of ``model_info``, ``safety``, ``pruning``,
-            ``strict``).
+            ``strict``, ``edits``).
         max_tokens: the reply budget to reserve; None: the agent's
             ``ModelSettings.max_tokens``, else the manager's default reserve. Set the
             same value in ``ModelSettings(max_tokens=...)``: the filter cannot set it.
@@ -410,6 +421,7 @@ def call_model_input_filter(
         max_tokens=max_tokens,
         max_conversations=max_conversations,
         ttl_seconds=ttl_seconds,
+        edits=edits,
     )
 
 

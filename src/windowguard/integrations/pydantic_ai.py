@@ -17,12 +17,22 @@ Two hooks, both over pydantic-ai's own message objects:
 
 Invariants:
 
-- Messages are never copied or rewritten: each :class:`~pydantic_ai.messages.ModelMessage`
-  is read as one or more OpenAI chat dicts (an index map remembers whose), the
-  dicts are fitted turn-atomically, and the kept messages are returned as the caller's
-  own objects, in order. A ``ModelResponse`` starts a turn; the ``ModelRequest`` holding
-  its ``ToolReturnPart`` / ``RetryPromptPart`` answers (paired by ``tool_call_id``) and
-  any user prompt after them belong to the same turn, so a request is never split.
+- Messages are never rewritten in place: each :class:`~pydantic_ai.messages.ModelMessage`
+  is read as one or more OpenAI chat dicts (an index map remembers whose, and which
+  part), the dicts are fitted turn-atomically, and the kept messages are returned as
+  the caller's own objects, in order. With ``edits=`` the exceptions are copies
+  (``dataclasses.replace``): a request whose tool return was clamped or cleared carries
+  a ``ToolReturnPart`` with the edited text (a tool ``RetryPromptPart`` becomes one, so
+  the model is sent exactly the text counted), a response whose call arguments were
+  cleared carries ``args={}``, and a summary is a new ``ModelRequest`` with one
+  ``UserPromptPart`` after the head (a summarizer is given the OpenAI Chat dicts). The
+  capability's copies reach that one request only; ``ProcessHistory`` writes a
+  processor's result, copies included, back into the run's history, and the processor
+  reads each such copy as the message it stands for, so an edit is made again byte for
+  byte, never on an edited text (a placeholder is never cleared again).
+  A ``ModelResponse`` starts a turn; the ``ModelRequest`` holding its
+  ``ToolReturnPart`` / ``RetryPromptPart`` answers (paired by ``tool_call_id``) and any
+  user prompt after them belong to the same turn, so a request is never split.
 - The system prompt parts and the first user prompt (the head) and the newest turn are
   always kept; a request that cannot fit raises
   :class:`~windowguard.ContextTruncatedError` before any HTTP request.
@@ -41,7 +51,8 @@ Invariants:
 
 from __future__ import annotations
 
-import json
+import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -51,7 +62,7 @@ try:
     from pydantic_ai import messages as _messages
     from pydantic_ai.capabilities import AbstractCapability
     from pydantic_ai.models import ModelRequestContext
-    from pydantic_ai.tools import RunContext, ToolDefinition
+    from pydantic_ai.tools import RunContext
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
         "windowguard.integrations.pydantic_ai needs pydantic-ai: "
@@ -69,195 +80,16 @@ from .._conversations import (
     head_key,
 )
 from ..catalog import ModelInfo
+from ..edits.config import EditStage
 from ..exceptions import ConfigurationError
 from ..manager import ContextWindowManager, Fit
 from ..prune import PruningPolicy
 from ..shrink import DEFAULT_SAFETY_BUFFER
 from ..sinks import Sink, as_sinks, emit
+from ._pydantic_messages import ModelMessage, read, sent_messages, tool_dicts
+from ._pydantic_messages import to_openai_chat as to_openai_chat
 
 __all__ = ["WindowGuard", "history_processor", "to_openai_chat"]
-
-ModelMessage = _messages.ModelRequest | _messages.ModelResponse
-
-
-# -- reading pydantic-ai messages as OpenAI chat dicts ------------------------------------
-
-
-def to_openai_chat(
-    messages: Sequence[ModelMessage], *, instructions: str | None = None
-) -> tuple[list[dict[str, Any]], list[int | None]]:
-    """Read pydantic-ai messages as OpenAI Chat Completions dicts, for counting.
-
-    Args:
-        messages: the run's messages.
-        instructions: the request's instructions, read as a leading system message.
-
-    Returns:
-        ``(dicts, owners)``: the dicts, and for each the index in ``messages`` of the
-        message it was read from (None for the instructions). A message that holds
-        nothing sent as a message (only bookkeeping parts) owns no dict.
-
-    Raises:
-        ConfigurationError: an item that is neither a ``ModelRequest`` nor a
-            ``ModelResponse``.
-    """
-    dicts: list[dict[str, Any]] = []
-    owners: list[int | None] = []
-    if instructions:
-        dicts.append({"role": "system", "content": instructions})
-        owners.append(None)
-    for index, message in enumerate(messages):
-        if isinstance(message, _messages.ModelResponse):
-            read = [_response_dict(message)]
-        elif isinstance(message, _messages.ModelRequest):
-            read = _request_dicts(message)
-        else:
-            raise ConfigurationError(
-                f"message {index} is a {type(message).__name__}, not a pydantic-ai "
-                "ModelRequest or ModelResponse"
-            )
-        dicts.extend(read)
-        owners.extend([index] * len(read))
-    return dicts, owners
-
-
-def _request_dicts(request: _messages.ModelRequest) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for part in request.parts:
-        if isinstance(part, _messages.SystemPromptPart):
-            out.append({"role": "system", "content": part.content})
-        elif isinstance(part, _messages.UserPromptPart):
-            out.append({"role": "user", "content": _user_content(part.content)})
-        elif isinstance(part, _messages.NativeToolReturnPart):
-            out.append({"role": "user", "content": _text(part.content)})
-        elif isinstance(part, _messages.BaseToolReturnPart):
-            out.append(
-                {"role": "tool", "tool_call_id": part.tool_call_id, "content": _tool_text(part)}
-            )
-        elif isinstance(part, _messages.RetryPromptPart):  # pyright: ignore[reportDeprecated]
-            text = _retry_text(part)
-            if part.tool_name is not None:
-                out.append({"role": "tool", "tool_call_id": part.tool_call_id, "content": text})
-            else:
-                out.append({"role": "user", "content": text})
-        elif isinstance(part, _messages.RetryFeedbackPart):
-            out.append({"role": "user", "content": _retry_text(part)})
-        # Delta and bookkeeping parts are not sent as messages.
-    return out
-
-
-def _response_dict(response: _messages.ModelResponse) -> dict[str, Any]:
-    text: list[str] = []
-    reasoning: list[str] = []
-    calls: list[dict[str, Any]] = []
-    for part in response.parts:
-        if isinstance(part, _messages.TextPart):
-            text.append(part.content)
-        elif isinstance(part, _messages.ThinkingPart):
-            reasoning.append(part.content)
-        elif isinstance(part, _messages.NativeToolCallPart):
-            # Server-side tool calls travel inside their response, with their returns.
-            text.append(part.args_as_json_str())
-        elif isinstance(part, _messages.BaseToolCallPart):
-            calls.append(
-                {
-                    "id": part.tool_call_id,
-                    "type": "function",
-                    "function": {"name": part.tool_name, "arguments": part.args_as_json_str()},
-                }
-            )
-        elif isinstance(part, _messages.NativeToolReturnPart):
-            text.append(_text(part.content))
-    message: dict[str, Any] = {"role": "assistant", "content": "".join(text) or None}
-    if reasoning:
-        message["reasoning_content"] = "\n".join(reasoning)
-    if calls:
-        message["tool_calls"] = calls
-    return message
-
-
-def _user_content(content: object) -> object:
-    if isinstance(content, str):
-        return content
-    parts: list[dict[str, Any]] = []
-    for item in content if isinstance(content, Iterable) else [content]:
-        if isinstance(item, str):
-            parts.append({"type": "text", "text": item})
-        elif isinstance(item, (_messages.ImageUrl, _messages.BinaryImage)) or (
-            isinstance(item, _messages.BinaryContent) and item.is_image
-        ):
-            # Media counts as a fixed per-item cost, never by its bytes.
-            parts.append({"type": "image_url", "image_url": {"url": "image"}})
-        elif isinstance(item, (_messages.FileUrl, _messages.BinaryContent, _messages.UploadedFile)):
-            parts.append({"type": "file", "file": {"filename": "file"}})
-        elif isinstance(item, _messages.CachePoint):
-            continue
-        else:
-            parts.append({"type": "text", "text": _text(getattr(item, "content", item))})
-    return parts
-
-
-def _tool_text(part: _messages.BaseToolReturnPart[Any]) -> str:
-    try:
-        return part.model_response_str()
-    except Exception:  # an unusual content type: count what it prints as
-        return _text(part.content)
-
-
-def _retry_text(part: object) -> str:
-    try:
-        return str(cast(Any, part).model_response())
-    except Exception:
-        return _text(getattr(part, "content", ""))
-
-
-def _text(value: object) -> str:
-    if isinstance(value, str):
-        return value
-    try:
-        return json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        return str(value)
-
-
-def _tool_dicts(definitions: Iterable[ToolDefinition]) -> list[dict[str, Any]]:
-    return [
-        {
-            "type": "function",
-            "function": {
-                "name": tool.name,
-                "description": tool.description or "",
-                "parameters": tool.parameters_json_schema,
-            },
-        }
-        for tool in definitions
-    ]
-
-
-def _kept(
-    messages: Sequence[ModelMessage], owners: Sequence[int | None], fit: Fit, dicts: list[Any]
-) -> list[ModelMessage]:
-    """The messages owning a kept dict, in order; a message owning no dict goes with the
-    next message that owns one (or the previous, at the end)."""
-    by_identity = {id(d): owner for d, owner in zip(dicts, owners, strict=True)}
-    keep = {by_identity[id(d)] for d in fit.messages} - {None}
-    out: list[ModelMessage] = []
-    owned = set(owners)
-    pending: list[ModelMessage] = []
-    last_kept = False
-    for index, message in enumerate(messages):
-        if index not in owned:
-            pending.append(message)
-            continue
-        last_kept = index in keep
-        if last_kept:
-            out.extend(pending)
-            out.append(message)
-        pending = []
-    if pending and last_kept:
-        out.extend(pending)
-    return out
-
 
 # -- per-conversation fitting -----------------------------------------------------------
 
@@ -288,17 +120,24 @@ class _Fitter:
         messages: Sequence[ModelMessage],
         dicts: list[dict[str, Any]],
         owners: Sequence[int | None],
+        parts: Sequence[int | None],
         *,
         tools: list[dict[str, Any]] | None,
         max_tokens: int | None,
-    ) -> tuple[list[ModelMessage], Fitted]:
-        """Fit in the conversation's turn (awaited, never blocking the loop)."""
+    ) -> tuple[list[ModelMessage], list[tuple[ModelMessage, ModelMessage]], Fitted]:
+        """Fit in the conversation's turn (awaited, never blocking the loop).
+
+        Returns:
+            The messages to send, ``(copy, original)`` of the edited copies among them,
+            and the fit.
+        """
         fitted = await conversation.aprepare(
             dicts, tools=tools, max_tokens=max_tokens, format="openai_chat"
         )
         for event in fitted.fit.events:
             emit(event, self.sinks)
-        return _kept(messages, owners, fitted.fit, dicts), fitted
+        sent, copies = sent_messages(messages, owners, fitted.fit, dicts, parts)
+        return sent, copies, fitted
 
 
 def _model_name(model: object) -> str:
@@ -338,6 +177,10 @@ class WindowGuard(AbstractCapability[Any]):
         strict: raise :class:`~windowguard.InvalidTranscriptError` on damaged history.
         sinks: callables given every event (``context_estimate``, ``transcript_pruned``,
             ``max_tokens_shrunk``, ``usage_measured`` ...).
+        edits: edit stages run before whole turns are dropped
+            (``[wg.ClampToolResults(...), wg.ClearToolResults(...), wg.Summarize(...)]``;
+            ``docs/edits.md``); ``()`` (default): drop only. The edited messages are
+            copies sent with that request only.
         manager: a configured manager to copy for each conversation (then leave the
             options above at their defaults: the manager carries its own).
         max_conversations: conversations remembered (least recently used forgotten).
@@ -355,6 +198,7 @@ class WindowGuard(AbstractCapability[Any]):
         pruning: PruningPolicy = "low_water",
         strict: bool = False,
         sinks: Iterable[Sink] = (),
+        edits: Sequence[EditStage] = (),
         manager: ContextWindowManager | None = None,
         max_conversations: int = DEFAULT_MAX_CONVERSATIONS,
         ttl_seconds: float | None = DEFAULT_TTL_SECONDS,
@@ -367,6 +211,7 @@ class WindowGuard(AbstractCapability[Any]):
             safety=safety,
             pruning=pruning,
             strict=strict,
+            edits=edits,
             max_conversations=max_conversations,
             ttl_seconds=ttl_seconds,
         )
@@ -399,19 +244,18 @@ class WindowGuard(AbstractCapability[Any]):
         """
         parameters = request_context.model_request_parameters
         messages = list(request_context.messages)
-        dicts, owners = to_openai_chat(
-            messages, instructions=_instructions(parameters.instruction_parts)
-        )
+        dicts, owners, parts = read(messages, _instructions(parameters.instruction_parts))
         tool_defs = [*parameters.function_tools, *parameters.output_tools]
         model_name = _model_name(request_context.model)
         conversation = self._fitter.conversation(model_name, dicts, ctx.conversation_id)
         settings = request_context.model_settings
-        kept, fitted = await self._fitter.fit(
+        kept, _, fitted = await self._fitter.fit(
             conversation,
             messages,
             dicts,
             owners,
-            tools=_tool_dicts(tool_defs) or None,
+            parts,
+            tools=tool_dicts(tool_defs) or None,
             max_tokens=_max_tokens(cast("Mapping[str, Any] | None", settings)),
         )
         fit = fitted.fit
@@ -463,6 +307,7 @@ def history_processor(
     pruning: PruningPolicy = "low_water",
     strict: bool = False,
     sinks: Iterable[Sink] = (),
+    edits: Sequence[EditStage] = (),
     manager: ContextWindowManager | None = None,
     max_conversations: int = DEFAULT_MAX_CONVERSATIONS,
     ttl_seconds: float | None = DEFAULT_TTL_SECONDS,
@@ -482,8 +327,10 @@ def history_processor(
     Args:
         model: the model name for catalog limits; else the run's model name.
         model_info: the model's limits (wins over the catalog).
-        safety, pruning, strict, sinks, manager, max_conversations, ttl_seconds: as for
-            :class:`WindowGuard`.
+        safety, pruning, strict, sinks, edits, manager, max_conversations, ttl_seconds: as
+            for :class:`WindowGuard`. ``ProcessHistory`` writes what the processor
+            returns into the run's history, so with ``edits=`` the edited copies (a
+            clamped or cleared result) stay in the history for the rest of the run.
 
     Returns:
         An async ``(ctx, messages) -> messages`` processor.
@@ -498,6 +345,7 @@ def history_processor(
         safety=safety,
         pruning=pruning,
         strict=strict,
+        edits=edits,
         max_conversations=max_conversations,
         ttl_seconds=ttl_seconds,
     )
@@ -506,6 +354,7 @@ def history_processor(
         raise ConfigurationError(f"model must be a model name string, got {model!r}")
     # Per conversation: the last message of its latest send, and that send's number.
     last_sent: OrderedDict[str, tuple[ModelMessage, int]] = OrderedDict()
+    originals = _Originals()
 
     async def process(ctx: RunContext[Any], messages: list[ModelMessage]) -> list[ModelMessage]:
         instructions = next(
@@ -516,7 +365,12 @@ def history_processor(
             ),
             None,
         )
-        dicts, owners = to_openai_chat(messages, instructions=instructions)
+        given = messages
+        # ProcessHistory wrote the edited copies of the previous call into the history:
+        # each is read as the caller's message it stands for, so the manager finds its
+        # own edits again (byte for byte) instead of editing an edited text.
+        messages = originals.restore(messages)
+        dicts, owners, parts = read(messages, instructions)
         model_name = model or _model_name(ctx.model)
         conversation = fitter.conversation(model_name, dicts, ctx.conversation_id)
         with conversation.lock:
@@ -524,15 +378,17 @@ def history_processor(
         if previous is not None:
             # The usage of the reply to the latest send, if it is in this history; kept
             # only while that send is still the conversation's latest fit.
-            conversation.record(_usage_after(messages, previous[0]), send=previous[1])
-        kept, fitted = await fitter.fit(
+            conversation.record(_usage_after(given, previous[0]), send=previous[1])
+        kept, copies, fitted = await fitter.fit(
             conversation,
             messages,
             dicts,
             owners,
+            parts,
             tools=None,
             max_tokens=_max_tokens(cast("Mapping[str, Any] | None", ctx.model_settings)),
         )
+        originals.note(copies)
         with conversation.lock:
             if kept and conversation.is_latest(fitted.send):
                 last_sent[conversation.key] = (kept[-1], fitted.send)
@@ -549,6 +405,40 @@ def history_processor(
         "return": list[ModelMessage],
     }
     return process
+
+
+class _Originals:
+    """The caller's message each edited copy a processor returned stands for, while the
+    copy lives (``ProcessHistory`` keeps it in the run's history; an entry goes with its
+    copy, so this holds nothing the history does not)."""
+
+    def __init__(self) -> None:
+        # Reentrant: a copy's finalizer may run (garbage collection) while it is held.
+        self._lock = threading.RLock()
+        self._by_copy: dict[int, tuple[weakref.ref[ModelMessage], ModelMessage]] = {}
+
+    def note(self, copies: Iterable[tuple[ModelMessage, ModelMessage]]) -> None:
+        """Remember each ``(copy, original)``."""
+        for copy, original in copies:
+            original = self.restore([original])[0]  # a copy of a copy stands for the first
+            with self._lock:
+                self._by_copy[id(copy)] = (weakref.ref(copy), original)
+            weakref.finalize(copy, self._forget, id(copy))
+
+    def restore(self, messages: Sequence[ModelMessage]) -> list[ModelMessage]:
+        """``messages`` with each noted copy replaced by the message it stands for."""
+        with self._lock:
+            if not self._by_copy:
+                return list(messages)
+            out: list[ModelMessage] = []
+            for message in messages:
+                entry = self._by_copy.get(id(message))
+                out.append(entry[1] if entry is not None and entry[0]() is message else message)
+            return out
+
+    def _forget(self, key: int) -> None:
+        with self._lock:
+            self._by_copy.pop(key, None)
 
 
 def _usage_after(messages: Sequence[ModelMessage], sent_last: ModelMessage | None) -> int | None:

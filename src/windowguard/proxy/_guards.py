@@ -14,6 +14,8 @@ This module is the thin adapter between that core and a server:
   ``api_key``; :class:`_Endpoint` is that, with the proxy's own key or none, never a
   client's), with the proxy's idle timeout for conversations. The reactive refit after
   an upstream overflow is :meth:`Guard.arefit`, on the event loop.
+- The edit stages the flags ask for (``--clamp-tool-results``, ``--clear-tool-results``
+  ...) are made once, here, and shared by both guards' conversations.
 - A model the upstream did not list at startup gets the startup model's limits and
   count endpoint (:meth:`ProxyGuards.known`) when startup discovery found them: the
   model name comes from the client, so a client cycling names must not cause one
@@ -82,6 +84,9 @@ class ProxyGuards:
         sinks = tuple(sinks)
         self._upstream = upstream
         explicit: ModelInfo | None = upstream.explicit
+        # One set of stages (and one spill store) for both guards: stages hold no
+        # per-run state, and the store is keyed by content.
+        self.edits = config.edit_stages()
         self._guards = {
             vendor: Guard(
                 vendor=vendor,
@@ -97,6 +102,8 @@ class ProxyGuards:
                 ttl_seconds=config.ttl_seconds,
                 max_models=config.max_models,
                 known_limits=self.known,
+                edits=self.edits,
+                caller="windowguard proxy",
             )
             for vendor in ("openai", "anthropic")
         }

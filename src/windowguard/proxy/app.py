@@ -212,6 +212,8 @@ class _Proxy:
 
     def _count_fit(self, route: _Route, send: Send) -> None:
         fit = send.fit
+        if any(record.kind != "drop" for record in fit.edits):
+            self.metrics.inc("edited_requests_total", route.label)
         if fit.dropped_turns:
             self.metrics.inc("pruned_requests_total", route.label)
             self.metrics.inc("dropped_turns_total", route.label, fit.dropped_turns)

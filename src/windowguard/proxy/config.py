@@ -15,6 +15,10 @@ Invariants:
 - ``--window`` wins over what discovery found, for every model the proxy fits; the
   tokenizer family discovery or the catalog found is kept.
 - The proxy's own key (``api_key``) is never part of a repr or of any message.
+- The edit options (``--clamp-tool-results``, ``--spill-dir``, ``--clear-tool-results``,
+  ``--clear-at-least``) are checked when the config is made, each error naming its flag;
+  :meth:`ProxyConfig.edit_stages` makes the stages (and the spill directory, ``0700``)
+  when the proxy starts. A summary stage has no flag: a summarizer is code.
 """
 
 from __future__ import annotations
@@ -26,14 +30,23 @@ from urllib.parse import urlsplit
 
 import httpx2
 
+from .._edit_flags import edit_stages as stages_from_flags
 from ..accounting.local import TEMPLATE_OF
 from ..accounting.remote import RemoteCounter, discover_counter
 from ..catalog import ModelInfo, lookup_model, resolve_model_info
 from ..discovery import discover_model_info
+from ..edits.config import EditStage
 from ..exceptions import ConfigurationError
+from ..spill import SpillStore
 from ..templates import TEXT_TEMPLATES
 
-__all__ = ["DEFAULT_PORT", "ProxyConfig", "UpstreamInfo", "discover_upstream", "upstream_root"]
+__all__ = [
+    "DEFAULT_PORT",
+    "ProxyConfig",
+    "UpstreamInfo",
+    "discover_upstream",
+    "upstream_root",
+]
 
 DEFAULT_PORT: Final = 8788
 DEFAULT_HOST: Final = "127.0.0.1"
@@ -61,6 +74,17 @@ class ProxyConfig:
         upstream_timeout: seconds to wait for the upstream's next byte.
         discovery_timeout: seconds for each startup discovery.
         max_body_bytes: the largest request body read from a client.
+        clamp_tool_results: cut any single tool result over this many tokens to its
+            start and end (:class:`~windowguard.ClampToolResults`); None: no clamp.
+        spill_dir: keep each clamped output whole in this private directory (a
+            :class:`~windowguard.SpillStore`: ``0700``, files ``0600``). The proxy cannot
+            run ``read_spilled`` for its clients: the marker's handle is for a client
+            that offers its own tool over the same directory; the files stay private.
+        clear_tool_results: replace old tool results by placeholders, keeping the
+            newest this many turns whole (:class:`~windowguard.ClearToolResults`); None:
+            no clearing.
+        clear_at_least: the fewest tokens one clearing must free (None: the stage's
+            default, 1,000).
     """
 
     upstream: str
@@ -78,6 +102,10 @@ class ProxyConfig:
     upstream_timeout: float = 600.0
     discovery_timeout: float = 5.0
     max_body_bytes: int = 32 * 1024 * 1024
+    clamp_tool_results: int | None = None
+    spill_dir: str | None = None
+    clear_tool_results: int | None = None
+    clear_at_least: int | None = None
 
     def __post_init__(self) -> None:
         upstream_root(self.upstream)
@@ -89,6 +117,27 @@ class ProxyConfig:
             raise ConfigurationError(f"max_models must be >= 1, got {self.max_models}")
         if self.max_body_bytes < 1:
             raise ConfigurationError(f"max_body_bytes must be >= 1, got {self.max_body_bytes}")
+        self._edits(spill=None)  # every edit option checked now, naming its flag
+
+    def edit_stages(self) -> tuple[EditStage, ...]:
+        """The edit stages the flags ask for, cheapest first (``()``: drop only).
+
+        Makes the spill directory (``0700``) when ``spill_dir`` is set.
+
+        Raises:
+            SpillError: the spill directory cannot be used (named, with why).
+        """
+        spill = SpillStore(self.spill_dir) if self.spill_dir is not None else None
+        return self._edits(spill=spill)
+
+    def _edits(self, *, spill: SpillStore | None) -> tuple[EditStage, ...]:
+        return stages_from_flags(
+            clamp_tool_results=self.clamp_tool_results,
+            spill=spill,
+            spill_dir=self.spill_dir,
+            clear_tool_results=self.clear_tool_results,
+            clear_at_least=self.clear_at_least,
+        )
 
 
 def upstream_root(upstream: str) -> str:

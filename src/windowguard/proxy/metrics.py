@@ -13,6 +13,9 @@ name                            type       what
                                            ``messages``, ``responses``, ``passthrough``)
 ``pruned_requests_total``       counter    fitted requests that left turns out, by ``api``
 ``dropped_turns_total``         counter    turns left out, summed over fitted requests
+``edited_requests_total``       counter    fitted requests whose tool results were newly
+                                           clamped or cleared (``--clamp-tool-results``,
+                                           ``--clear-tool-results``)
 ``shrinks_total``               counter    requests whose reply budget was lowered
 ``refusals_total``              counter    requests answered 400 ``context_truncated``
                                            without contacting the upstream
@@ -57,6 +60,10 @@ _COUNTERS: Final = {
     "requests_total": ("api", "Requests received."),
     "pruned_requests_total": ("api", "Fitted requests that left whole turns out."),
     "dropped_turns_total": ("api", "Turns left out, summed over fitted requests."),
+    "edited_requests_total": (
+        "api",
+        "Fitted requests whose tool results were newly clamped or cleared.",
+    ),
     "shrinks_total": ("api", "Requests whose reply budget was lowered to fit."),
     "refusals_total": (
         "api",

@@ -25,6 +25,7 @@ from typing import IO, Any
 
 import uvicorn
 
+from .._edit_flags import describe_edits
 from ..exceptions import ConfigurationError
 from ..sinks import JsonlSink, OpenTelemetrySink, Sink
 from .app import create_app
@@ -103,7 +104,7 @@ def serve(config: ProxyConfig, *, out: IO[str] | None = None) -> int:
     port = sock.getsockname()[1]
     with contextlib.closing(sock), _sinks(config, ()) as sinks:
         app = create_app(config, upstream, sinks=sinks)
-        for line in upstream.describe():
+        for line in [*upstream.describe(), describe_edits(app.state.proxy.guards.edits)]:
             print(f"windowguard proxy: {line}", file=out)
         print(
             f"windowguard proxy: listening on http://{_host(config.host)}:{port} "

@@ -16,9 +16,12 @@ Two hooks, one set of rules:
 Invariants:
 
 - What reaches the model is a subsequence of the framework's own message objects, in
-  order, never copies: each LangChain message is mapped to OpenAI Chat dicts for
-  counting only (``convert_to_openai_messages``) and an index map takes the fitted
-  dicts back to the messages they came from.
+  order: each LangChain message is mapped to OpenAI Chat dicts for counting only
+  (``convert_to_openai_messages``) and an index map takes the fitted dicts back to the
+  messages they came from. With ``edits=`` the exceptions are copies: a message whose
+  tool result was clamped or cleared (or whose call arguments were cleared) is sent as a
+  ``model_copy`` with only that content replaced, a summary as a new ``HumanMessage``;
+  the state keeps the originals.
 - Pruning is turn-atomic: an ``AIMessage`` and every ``ToolMessage`` answering its
   ``tool_calls`` (by ``tool_call_id``) are kept or dropped together, so no tool message
   is ever orphaned. The head (system prompt through the first user message) and the

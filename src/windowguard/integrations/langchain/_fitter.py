@@ -5,7 +5,12 @@ Invariants:
 
 - Messages are mapped for counting only; :meth:`Fitter.prepare` returns a subsequence
   of the caller's own message objects, in order (an index map takes the fitted dicts
-  back to the messages they came from).
+  back to the messages they came from). With edit stages (``edits=``), a message whose
+  tool result was clamped or cleared, or whose call arguments were cleared, is sent as
+  a copy of the caller's message (``model_copy``) with only that content replaced, and a
+  summary as a new ``HumanMessage`` after the head (:mod:`windowguard.integrations._sent`
+  says which dict each sent message stands for); the state is never changed. A
+  summarizer is given the OpenAI Chat dicts the messages are counted as.
 - Fits of one conversation run one at a time (``Conversation.prepare``), each numbered
   as it is fitted, and a reply's usage is recorded only for its own send, while that
   send is still the conversation's latest fit.
@@ -18,6 +23,7 @@ Invariants:
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -27,7 +33,7 @@ from langchain.agents.middleware.types import (
     ModelResponse,
 )
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.messages.utils import convert_to_openai_messages
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
@@ -42,6 +48,7 @@ from ...exceptions import ConfigurationError
 from ...gauge import ContextGauge
 from ...manager import ContextWindowManager, Fit
 from ...sinks import Sink, as_sinks, emit
+from .._sent import align, call_arguments
 
 _MAX_TOKENS_KEYS = ("max_completion_tokens", "max_tokens")
 # Endpoints whose models the catalog describes: no discovery request is made for them.
@@ -185,9 +192,7 @@ class Fitter:
         fit, send = fitted.fit, fitted.send
         for event in fit.events:
             emit(event, self.sinks)
-        kept_ids = {id(d) for d in fit.messages}
-        keep = sorted({owners[i] for i, d in enumerate(dicts) if id(d) in kept_ids} - {-1})
-        return conversation, send, fit, [messages[i] for i in keep]
+        return conversation, send, fit, _sent_messages(messages, dicts, owners, fit)
 
     def received(self, conversation: Conversation, send: int, tokens: int | None) -> None:
         """Feed a send's prompt tokens (None: none came back) to its conversation, if
@@ -196,6 +201,110 @@ class Fitter:
             gauge = ContextGauge(conversation.manager.context_window)
             for event in gauge.observe(tokens):
                 emit(event, self.sinks)
+
+
+def _sent_messages(
+    messages: Sequence[BaseMessage], dicts: list[dict[str, Any]], owners: list[int], fit: Fit
+) -> list[BaseMessage]:
+    """The LangChain messages to send for a fit of their dicts: the caller's own where a
+    kept dict is one given, a copy with the edited content where it is an edited copy,
+    and a ``HumanMessage`` where it is a summary; in order."""
+    keep: dict[int, dict[int, Mapping[str, Any]]] = {}  # owner -> {dict index: edited}
+    before: dict[int, list[BaseMessage]] = {}  # summaries, by the owner they precede
+    waiting: list[BaseMessage] = []
+    for index, sent in zip(align(dicts, fit.messages), fit.messages, strict=True):
+        if index is None:
+            waiting.append(HumanMessage(content=sent["content"]))  # type: ignore[index]
+            continue
+        owner = owners[index]
+        if owner == -1:
+            continue  # the hook's own system prompt: counted, not returned
+        if waiting:
+            before.setdefault(owner, []).extend(waiting)
+            waiting = []
+        edits = keep.setdefault(owner, {})
+        # An equal dict of an earlier send is the same message, not an edit of it.
+        if sent is not dicts[index] and sent != dicts[index]:
+            edits[index] = sent  # type: ignore[assignment]
+    out: list[BaseMessage] = []
+    for owner in sorted(keep):
+        out.extend(before.get(owner, ()))
+        edited = keep[owner]
+        out.append(_edited(messages[owner], edited) if edited else messages[owner])
+    out.extend(waiting)
+    return out
+
+
+def _edited(message: BaseMessage, edited: Mapping[int, Mapping[str, Any]]) -> BaseMessage:
+    """A copy of ``message`` carrying its edited dicts' content: a tool message's
+    content, a human message's ``tool_result`` blocks, an AI message's call arguments."""
+    if isinstance(message, AIMessage):
+        arguments: dict[object, str] = {}
+        for sent in edited.values():
+            arguments.update(call_arguments(sent))
+        return _with_arguments(message, arguments)
+    results = {sent.get("tool_call_id"): sent.get("content") for sent in edited.values()}
+    if message.type == "tool":
+        (content,) = results.values()
+        return message.model_copy(update={"content": content})
+    content = message.content
+    if not isinstance(content, list):
+        return message
+    blocks = [
+        {**block, "content": results[block.get("tool_use_id")]}
+        if isinstance(block, Mapping)
+        and block.get("type") == "tool_result"
+        and block.get("tool_use_id") in results
+        else block
+        for block in content
+    ]
+    return message.model_copy(update={"content": blocks})
+
+
+def _with_arguments(message: AIMessage, arguments: Mapping[object, str]) -> AIMessage:
+    """A copy of ``message`` whose calls carry ``arguments`` (JSON text, by call id),
+    wherever the chat model may read them from: ``tool_calls``, ``invalid_tool_calls``,
+    the raw ``additional_kwargs["tool_calls"]`` and ``tool_use`` content blocks."""
+
+    def parsed(text: str) -> dict[str, Any]:
+        try:
+            value = json.loads(text)
+        except ValueError:
+            return {}
+        return value if isinstance(value, dict) else {}
+
+    calls = [
+        {**call, "args": parsed(arguments[call.get("id")])} if call.get("id") in arguments else call
+        for call in message.tool_calls
+    ]
+    invalid = [  # their arguments did not parse: sent as the text they are
+        {**call, "args": arguments[call.get("id")]} if call.get("id") in arguments else call
+        for call in message.invalid_tool_calls
+    ]
+    update: dict[str, Any] = {"tool_calls": calls, "invalid_tool_calls": invalid}
+    raw = message.additional_kwargs.get("tool_calls")
+    if isinstance(raw, list):
+        update["additional_kwargs"] = {
+            **message.additional_kwargs,
+            "tool_calls": [
+                {**call, "function": {**call["function"], "arguments": arguments[call.get("id")]}}
+                if isinstance(call, Mapping)
+                and call.get("id") in arguments
+                and isinstance(call.get("function"), Mapping)
+                else call
+                for call in raw
+            ],
+        }
+    if isinstance(message.content, list):
+        update["content"] = [
+            {**block, "input": parsed(arguments[block.get("id")])}
+            if isinstance(block, Mapping)
+            and block.get("type") == "tool_use"
+            and block.get("id") in arguments
+            else block
+            for block in message.content
+        ]
+    return message.model_copy(update=update)
 
 
 class _Served:

@@ -1,10 +1,11 @@
 """LangGraph: :func:`pre_model_hook` for ``create_react_agent`` (see
 :mod:`windowguard.integrations.langchain`).
 
-Invariants: the hook returns ``{"llm_input_messages": kept}`` and never rewrites the
-state; the fitted ``max_tokens`` and the send number belong to one hook call, kept
-under the key of the state's last message (its id, else its identity), which the
-model node and the next hook call see again.
+Invariants: the hook returns ``{"llm_input_messages": kept}`` (with ``edits=``, copies
+of the edited messages among them) and never rewrites the state; the fitted
+``max_tokens`` and the send number belong to one hook call, kept under the key of the
+state's last message (its id, else its identity), which the model node and the next
+hook call see again.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from ..._conversations import (
     ManagerOptions,
 )
 from ...catalog import ModelInfo
+from ...edits.config import EditStage
 from ...exceptions import ConfigurationError
 from ...manager import ContextWindowManager
 from ...prune import PruningPolicy
@@ -159,6 +161,7 @@ def pre_model_hook(
     pruning: PruningPolicy = "low_water",
     sinks: Sink | Iterable[Sink] | None = None,
     strict: bool = False,
+    edits: Sequence[EditStage] = (),
     manager: ContextWindowManager | None = None,
     max_conversations: int = DEFAULT_MAX_CONVERSATIONS,
     stream_usage: bool = True,
@@ -186,8 +189,11 @@ def pre_model_hook(
         pruning: ``"low_water"`` or ``"minimal"``.
         sinks: event sinks.
         strict: raise on a damaged history instead of passing it on unchanged.
+        edits: edit stages run before whole turns are dropped (``docs/edits.md``);
+            ``()`` (default): drop only. Edited messages are copies in
+            ``llm_input_messages``; the state keeps the originals.
         manager: a configured manager (each conversation gets a copy); excludes
-            ``model_info``, ``safety``, ``pruning`` and ``strict``.
+            ``model_info``, ``safety``, ``pruning``, ``strict`` and ``edits``.
         max_conversations: conversations whose state is kept.
         stream_usage: let ``hook.model`` ask a ``ChatOpenAI`` whose ``stream_usage``
             is unset for usage in streamed replies too.
@@ -213,6 +219,7 @@ def pre_model_hook(
         safety=safety,
         pruning=pruning,
         strict=strict,
+        edits=edits,
         max_conversations=max_conversations,
     )
     fitter = Fitter(options, sinks=sinks, stream_usage=stream_usage)

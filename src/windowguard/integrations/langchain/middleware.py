@@ -2,14 +2,14 @@
 ``create_agent`` agent (see :mod:`windowguard.integrations.langchain`).
 
 Invariants: the agent's state keeps the whole history, only the one model call sees
-the fitted list and reply budget; a reply's usage is fed back only to the send it
-answers, while that send is its conversation's latest.
+the fitted list (with ``edits=``, copies of the edited messages) and reply budget; a
+reply's usage is fed back only to the send it answers, while that send is its conversation's latest.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 from langchain.agents.middleware.types import (
@@ -26,6 +26,7 @@ from ..._conversations import (
     ManagerOptions,
 )
 from ...catalog import ModelInfo
+from ...edits.config import EditStage
 from ...manager import ContextWindowManager
 from ...prune import PruningPolicy
 from ...sinks import Sink
@@ -53,9 +54,13 @@ class ContextWindowMiddleware(AgentMiddleware[AgentState[Any], Any]):
         sinks: event sinks (fit events and ``context_pressure`` from usage).
         strict: raise :class:`~windowguard.InvalidTranscriptError` on a damaged
             history instead of passing it on unchanged.
+        edits: edit stages run before whole turns are dropped
+            (``[wg.ClampToolResults(...), wg.ClearToolResults(...), wg.Summarize(...)]``;
+            ``docs/edits.md``); ``()`` (default): drop only. Edited messages are copies
+            sent to the model only; the agent's state keeps the originals.
         manager: a configured :class:`~windowguard.ContextWindowManager`; each
-            conversation gets a copy. Excludes ``model_info``, ``safety``, ``pruning``
-            and ``strict`` (left at their defaults).
+            conversation gets a copy. Excludes ``model_info``, ``safety``, ``pruning``,
+            ``strict`` and ``edits`` (left at their defaults).
         max_conversations: conversations whose state is kept (least recently used
             forgotten first).
         stream_usage: let a ``ChatOpenAI`` whose ``stream_usage`` is unset report usage
@@ -74,6 +79,7 @@ class ContextWindowMiddleware(AgentMiddleware[AgentState[Any], Any]):
         pruning: PruningPolicy = "low_water",
         sinks: Sink | Iterable[Sink] | None = None,
         strict: bool = False,
+        edits: Sequence[EditStage] = (),
         manager: ContextWindowManager | None = None,
         max_conversations: int = DEFAULT_MAX_CONVERSATIONS,
         stream_usage: bool = True,
@@ -86,6 +92,7 @@ class ContextWindowMiddleware(AgentMiddleware[AgentState[Any], Any]):
             safety=safety,
             pruning=pruning,
             strict=strict,
+            edits=edits,
             max_conversations=max_conversations,
         )
         self._fitter = Fitter(options, sinks=sinks, stream_usage=stream_usage)
