@@ -29,7 +29,7 @@ HUGE_AT = 2
 """The step whose tool result is larger than the window."""
 TOOL = "read_file"
 MARKER = "tokens of this output cut here"
-PLACEHOLDER = "[tool result cleared to save context: read_file("
+PLACEHOLDER = "[cleared to save context: read_file("
 
 EDITS = (
     wg.ClampToolResults(max_tokens=1_500),

@@ -697,7 +697,7 @@ def test_fit_writes_the_edited_transcript(
     fitted = json.loads(out_file.read_text())["messages"]
     assert len(fitted) == 66  # nothing dropped: clamped and cleared instead
     texts = [m["content"] for m in fitted if m["role"] == "tool" and isinstance(m["content"], str)]
-    assert any(t.startswith("[tool result cleared to save context: ") for t in texts)
+    assert any(t.startswith("[cleared to save context: ") for t in texts)
     assert "clamped 4 results (-" in err and "cleared" in err
 
 

@@ -545,6 +545,6 @@ def test_a_branch_reads_its_shared_history_exactly_after_a_switch() -> None:
         exact = _exact(fit.messages)
         if fit.exact:
             assert fit.estimated_tokens == exact
-        else:
-            assert fit.upper_tokens >= exact
-            assert abs(fit.estimated_tokens - exact) <= 0.05 * exact
+        else:  # the branch's own message is estimated (high, by construction)
+            assert exact <= fit.estimated_tokens <= fit.upper_tokens
+            assert fit.estimated_tokens <= 1.2 * exact

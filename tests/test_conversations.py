@@ -496,13 +496,6 @@ def _resent_equal_copies_fit() -> tuple[list[Any], wg.Fit]:
     return sent, fit
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="manager bug (reported, not fixed here: manager.py is owned elsewhere): a fit "
-    "that drops turns sends run.effective, the objects first seen on earlier sends, not "
-    "the caller's own equal objects of this send (Fit.messages says 'the caller's own "
-    "message objects')",
-)
 def test_a_pruned_fit_sends_the_objects_of_this_send() -> None:
     sent, fit = _resent_equal_copies_fit()
     assert fit.dropped_turns > 0

@@ -442,7 +442,7 @@ def test_history_processor_clamps_and_clears() -> None:
     placeholders = [
         t for r in received.requests for t in tool_texts(r) if t.startswith(PLACEHOLDER)
     ]
-    assert all("returned ~" in t and "[tool result cleared" not in t[10:] for t in placeholders)
+    assert all(" tokens]" in t and "[cleared to save" not in t[10:] for t in placeholders)
     by_call: dict[str, set[str]] = {}
     for request in received.requests:
         for message in request:

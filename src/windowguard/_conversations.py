@@ -33,7 +33,7 @@ Invariants:
   before any conversation exists. ``manager=`` excludes ``model_info``, ``safety``,
   ``pruning``, ``strict`` and ``edits``, since the manager carries its own; an option left
   at the :class:`~windowguard.ContextWindowManager` default (None, or ``safety=500``,
-  ``pruning="low_water"``, ``strict=False``, ``edits=()``) says nothing and does not
+  ``pruning="low_water"``, ``strict=False``, ``edits=None``) says nothing and does not
   clash, so callers whose signatures default to those values take ``manager=`` too.
 - Edit stages are configuration, shared by every conversation's manager: a stage holds
   no per-run state (what was clamped or cleared is each manager's own), and a
@@ -206,7 +206,8 @@ class ManagerOptions:
         strict: raise on damaged transcripts instead of passing them on.
         edits: the edit stages each manager runs before dropping whole turns
             (:class:`~windowguard.ClampToolResults`, :class:`~windowguard.ClearToolResults`,
-            :class:`~windowguard.Summarize`); ``()``: drop only. Kept as a tuple.
+            :class:`~windowguard.Summarize`); None: the manager's default
+            (:data:`~windowguard.DEFAULT_EDITS`); ``()``: drop only. Kept as a tuple.
         max_conversations: conversations a store keeps (least recently used first out).
         ttl_seconds: a conversation idle this long is forgotten (None: never).
 
@@ -221,7 +222,7 @@ class ManagerOptions:
     safety: int | None = None
     pruning: PruningPolicy | None = None
     strict: bool | None = None
-    edits: Sequence[EditStage] | None = ()
+    edits: Sequence[EditStage] | None = None
     max_conversations: int = DEFAULT_MAX_CONVERSATIONS
     ttl_seconds: float | None = DEFAULT_TTL_SECONDS
 
@@ -229,11 +230,12 @@ class ManagerOptions:
         problem = self._problem()
         if problem is not None:
             raise ConfigurationError(f"{self.caller}: {problem}")
-        try:
-            edits = check_edits(self.edits)
-        except ConfigurationError as exc:
-            raise ConfigurationError(f"{self.caller}: {exc}") from exc
-        object.__setattr__(self, "edits", edits)
+        if self.edits is not None:  # None: the manager's default (wg.DEFAULT_EDITS)
+            try:
+                edits = check_edits(self.edits)
+            except ConfigurationError as exc:
+                raise ConfigurationError(f"{self.caller}: {exc}") from exc
+            object.__setattr__(self, "edits", edits)
         if self.manager is None:
             return
         clash = [
@@ -243,7 +245,7 @@ class ManagerOptions:
                 ("safety", self.safety, DEFAULT_SAFETY_BUFFER),
                 ("pruning", self.pruning, "low_water"),
                 ("strict", self.strict, False),
-                ("edits", self.edits, ()),
+                ("edits", self.edits, None),
             )
             if value is not None and value != default
         ]

@@ -17,7 +17,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .edits.config import ClampToolResults, ClearToolResults, EditStage, SpillTarget
+from .edits.config import (
+    DEFAULT_EDITS,
+    ClampToolResults,
+    ClearToolResults,
+    EditStage,
+    SpillTarget,
+)
 from .exceptions import ConfigurationError
 
 __all__ = ["describe_edits", "edit_stages"]
@@ -30,8 +36,11 @@ def edit_stages(
     spill_dir: object = None,
     clear_tool_results: int | None = None,
     clear_at_least: int | None = None,
-) -> tuple[EditStage, ...]:
-    """The edit stages the flags ask for, cheapest first (``()``: drop only).
+    no_edits: bool = False,
+) -> tuple[EditStage, ...] | None:
+    """The edit stages the flags ask for, cheapest first: None (no flag) is the
+    manager's default (:data:`~windowguard.DEFAULT_EDITS`), ``()`` (``--no-edits``) drops
+    only.
 
     Args:
         clamp_tool_results: ``--clamp-tool-results``: the most tokens one result keeps.
@@ -40,6 +49,7 @@ def edit_stages(
         spill_dir: ``--spill-dir`` as given (checked: it needs ``--clamp-tool-results``).
         clear_tool_results: ``--clear-tool-results``: the newest turns kept whole.
         clear_at_least: ``--clear-at-least``: the fewest tokens one clearing frees.
+        no_edits: ``--no-edits``: drop whole turns only.
 
     Raises:
         ConfigurationError: a value out of range, or a refining flag without the flag it
@@ -57,6 +67,16 @@ def edit_stages(
             "--clear-at-least sets how much one clearing must free; pass "
             "--clear-tool-results KEEP as well"
         )
+    named = clamp_tool_results is not None or clear_tool_results is not None
+    if no_edits and named:
+        raise ConfigurationError(
+            "--no-edits drops whole turns only; it cannot go with --clamp-tool-results or "
+            "--clear-tool-results"
+        )
+    if no_edits:
+        return ()
+    if not named:
+        return None
     stages: list[EditStage] = []
     if clamp_tool_results is not None:
         try:
@@ -78,13 +98,19 @@ def edit_stages(
     return tuple(stages)
 
 
-def describe_edits(stages: Sequence[EditStage]) -> str:
-    """One line saying what is edited before whole turns are dropped."""
+def describe_edits(stages: Sequence[EditStage] | None) -> str:
+    """One line saying what is edited before whole turns are dropped (None: the
+    default)."""
+    if stages is None:
+        stages = DEFAULT_EDITS
     said: list[str] = []
     for stage in stages:
         if isinstance(stage, ClampToolResults):
             kept = f", whole outputs kept in {stage.spill!r}" if stage.spill is not None else ""
-            said.append(f"clamp tool results over {stage.max_tokens} tokens{kept}")
+            limit = stage.max_tokens
+            size = f"{limit:.0%} of the input budget" if isinstance(limit, float) else limit
+            size = size if isinstance(limit, float) else f"{limit} tokens"
+            said.append(f"clamp tool results over {size}{kept}")
         elif isinstance(stage, ClearToolResults):
             said.append(
                 f"clear tool results outside the newest {stage.keep} turns (at least "

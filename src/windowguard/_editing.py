@@ -59,6 +59,10 @@ logger = logging.getLogger("windowguard")
 
 TextCount = Callable[[str], int]
 
+MIN_FREED = 50
+"""A result is cleared only when its placeholder is at least this many tokens shorter
+(a short result costs little, and clearing it would rewrite the prompt for nothing)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Stages:
@@ -274,8 +278,8 @@ def clear_block(
             ref.tool_name, ref.arguments, before, config.placeholder, call_id=ref.call_id
         )
         after = count(text)
-        if after >= before:
-            continue  # already shorter than its placeholder
+        if before - after < MIN_FREED:
+            continue  # about as short as its placeholder: clearing it frees nothing
         texts.setdefault(ref.index, {})[ref.part] = text
         previous = records.get(ref.index)
         names = (*previous.tool_names, ref.tool_name) if previous else (ref.tool_name,)

@@ -125,7 +125,15 @@ def add_edit_options(parser: argparse.ArgumentParser, *, spill: bool = False) ->
     are dropped; ``spill`` adds ``--spill-dir`` (the proxy's; inspecting writes nothing).
     There is no summary option: a summarizer is code."""
     group = parser.add_argument_group(
-        "edits", "edit tool results before dropping whole turns (default: drop only)"
+        "edits",
+        "edit tool results before dropping whole turns (default: windowguard's default "
+        "edits, wg.DEFAULT_EDITS: clamp results over a quarter of the input budget, clear "
+        "all but the newest turn's results when turns would be lost)",
+    )
+    group.add_argument(
+        "--no-edits",
+        action="store_true",
+        help="drop whole turns only (no clamping, no clearing)",
     )
     group.add_argument(
         "--clamp-tool-results",
@@ -160,8 +168,9 @@ def add_edit_options(parser: argparse.ArgumentParser, *, spill: bool = False) ->
     )
 
 
-def edits_of(args: argparse.Namespace) -> tuple[EditStage, ...]:
-    """The edit stages :func:`add_edit_options`' flags ask for (no spill store).
+def edits_of(args: argparse.Namespace) -> tuple[EditStage, ...] | None:
+    """The edit stages :func:`add_edit_options`' flags ask for (no spill store; None:
+    the default).
 
     Raises:
         CliError: a value out of range, or ``--clear-at-least`` without
@@ -172,6 +181,7 @@ def edits_of(args: argparse.Namespace) -> tuple[EditStage, ...]:
             clamp_tool_results=getattr(args, "clamp_tool_results", None),
             clear_tool_results=getattr(args, "clear_tool_results", None),
             clear_at_least=getattr(args, "clear_at_least", None),
+            no_edits=bool(getattr(args, "no_edits", False)),
         )
     except ConfigurationError as exc:
         raise CliError(str(exc)) from exc

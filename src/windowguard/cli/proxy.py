@@ -179,5 +179,6 @@ def run(args: argparse.Namespace) -> int:
         spill_dir=args.spill_dir,
         clear_tool_results=args.clear_tool_results,
         clear_at_least=args.clear_at_least,
+        no_edits=args.no_edits,
     )
     return serve(config)

@@ -282,7 +282,7 @@ def check_edits(edits: Sequence[object] | None) -> tuple[EditStage, ...]:
         ConfigurationError: a value that is not an edit stage, or two of one kind.
     """
     if edits is None:
-        return ()  # DEFAULT_EDITS once every surface maps edited copies back (issue 19)
+        return DEFAULT_EDITS
     if isinstance(edits, (str, bytes)) or not isinstance(edits, Iterable):
         raise ConfigurationError(f"edits must be a list of edit stages, got {edits!r}")
     found: dict[type, EditStage] = {}

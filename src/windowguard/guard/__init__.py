@@ -64,7 +64,7 @@ def guard(
     pruning: PruningPolicy | None = None,
     sinks: Iterable[Sink] = (),
     strict: bool | None = None,
-    edits: Sequence[EditStage] = (),
+    edits: Sequence[EditStage] | None = None,
     manager: ContextWindowManager | None = None,
     max_conversations: int = DEFAULT_MAX_CONVERSATIONS,
     discover: bool | None = None,

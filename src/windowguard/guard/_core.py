@@ -164,7 +164,7 @@ class Guard:
         ttl_seconds: float | None = DEFAULT_TTL_SECONDS,
         max_models: int = DEFAULT_MAX_MODELS,
         known_limits: KnownLimits | None = None,
-        edits: Sequence[EditStage] = (),
+        edits: Sequence[EditStage] | None = None,
         caller: str = "guard()",
     ) -> None:
         self.options = ManagerOptions(

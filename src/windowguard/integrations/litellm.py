@@ -138,7 +138,7 @@ class LiteLLMGuard:
         pruning: PruningPolicy = "low_water",
         strict: bool = False,
         sinks: Iterable[Sink] = (),
-        edits: Sequence[EditStage] = (),
+        edits: Sequence[EditStage] | None = None,
         manager: ContextWindowManager | None = None,
         max_conversations: int = DEFAULT_MAX_CONVERSATIONS,
         ttl_seconds: float | None = DEFAULT_TTL_SECONDS,

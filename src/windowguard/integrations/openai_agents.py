@@ -127,7 +127,7 @@ class ContextWindowFilter:
         max_tokens: int | None,
         max_conversations: int,
         ttl_seconds: float | None,
-        edits: Sequence[EditStage] = (),
+        edits: Sequence[EditStage] | None = None,
     ) -> None:
         self.options = ManagerOptions(
             caller="call_model_input_filter()",
@@ -362,7 +362,7 @@ def call_model_input_filter(
     pruning: PruningPolicy | None = None,
     sinks: Sink | Iterable[Sink] | None = None,
     strict: bool | None = None,
-    edits: Sequence[EditStage] = (),
+    edits: Sequence[EditStage] | None = None,
     manager: ContextWindowManager | None = None,
     max_tokens: int | None = None,
     max_conversations: int = DEFAULT_MAX_CONVERSATIONS,

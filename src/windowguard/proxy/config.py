@@ -106,6 +106,7 @@ class ProxyConfig:
     spill_dir: str | None = None
     clear_tool_results: int | None = None
     clear_at_least: int | None = None
+    no_edits: bool = False
 
     def __post_init__(self) -> None:
         upstream_root(self.upstream)
@@ -119,8 +120,9 @@ class ProxyConfig:
             raise ConfigurationError(f"max_body_bytes must be >= 1, got {self.max_body_bytes}")
         self._edits(spill=None)  # every edit option checked now, naming its flag
 
-    def edit_stages(self) -> tuple[EditStage, ...]:
-        """The edit stages the flags ask for, cheapest first (``()``: drop only).
+    def edit_stages(self) -> tuple[EditStage, ...] | None:
+        """The edit stages the flags ask for, cheapest first (None: the default,
+        :data:`~windowguard.DEFAULT_EDITS`; ``()``: drop only, ``--no-edits``).
 
         Makes the spill directory (``0700``) when ``spill_dir`` is set.
 
@@ -130,13 +132,14 @@ class ProxyConfig:
         spill = SpillStore(self.spill_dir) if self.spill_dir is not None else None
         return self._edits(spill=spill)
 
-    def _edits(self, *, spill: SpillStore | None) -> tuple[EditStage, ...]:
+    def _edits(self, *, spill: SpillStore | None) -> tuple[EditStage, ...] | None:
         return stages_from_flags(
             clamp_tool_results=self.clamp_tool_results,
             spill=spill,
             spill_dir=self.spill_dir,
             clear_tool_results=self.clear_tool_results,
             clear_at_least=self.clear_at_least,
+            no_edits=self.no_edits,
         )
 
 

@@ -161,7 +161,7 @@ def pre_model_hook(
     pruning: PruningPolicy = "low_water",
     sinks: Sink | Iterable[Sink] | None = None,
     strict: bool = False,
-    edits: Sequence[EditStage] = (),
+    edits: Sequence[EditStage] | None = None,
     manager: ContextWindowManager | None = None,
     max_conversations: int = DEFAULT_MAX_CONVERSATIONS,
     stream_usage: bool = True,

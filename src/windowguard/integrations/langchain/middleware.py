@@ -79,7 +79,7 @@ class ContextWindowMiddleware(AgentMiddleware[AgentState[Any], Any]):
         pruning: PruningPolicy = "low_water",
         sinks: Sink | Iterable[Sink] | None = None,
         strict: bool = False,
-        edits: Sequence[EditStage] = (),
+        edits: Sequence[EditStage] | None = None,
         manager: ContextWindowManager | None = None,
         max_conversations: int = DEFAULT_MAX_CONVERSATIONS,
         stream_usage: bool = True,
