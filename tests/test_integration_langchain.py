@@ -108,8 +108,16 @@ def _overflows(emu: Emulator) -> int:
     return sum(1 for record in emu.records if record.status == 400)
 
 
-def _check_requests(policy: Scripted, emu: Emulator, *, system: bool = True) -> None:
-    """Every request kept the head, orphaned nothing and carried a fitted reply budget."""
+CLEARED = "[cleared to save context: "
+CUT = "tokens of this output cut here"
+
+
+def _check_requests(
+    policy: Scripted, emu: Emulator, *, system: bool = True, drop_only: bool = False
+) -> None:
+    """Every request kept the head, orphaned nothing and carried a fitted reply budget;
+    the window was exercised: with ``drop_only`` (``edits=()``) whole turns were dropped
+    and nothing edited, with the default edits old tool results were cleared or clamped."""
     assert policy.bodies, "the model was never called"
     head = [{"role": "system", "content": SYSTEM}] if system else []
     head.append({"role": "user", "content": TASK})
@@ -122,12 +130,18 @@ def _check_requests(policy: Scripted, emu: Emulator, *, system: bool = True) -> 
         assert record.status == 200
         assert record.prompt_tokens is not None and record.max_output_tokens is not None
         assert record.prompt_tokens + record.max_output_tokens <= WINDOW
-    # The transcript outgrew the window, so some requests were pruned.
     assert max(r.prompt_tokens or 0 for r in emu.records) < WINDOW
-    # Request i of the run holds the head and i assistant/tool pairs when nothing is
-    # dropped (plus one user message per further invoke of the same agent).
+    # The transcript outgrew the window, so requests were cut. Request i of the run holds
+    # the head and i assistant/tool pairs when nothing is dropped (plus one user message
+    # per further invoke of the same agent).
     full = [len(head) + 2 * i for i in range(len(policy.bodies))]
-    assert any(len(b["messages"]) < n for b, n in zip(policy.bodies, full, strict=True))
+    dropped = any(len(b["messages"]) < n for b, n in zip(policy.bodies, full, strict=True))
+    results = [m["content"] for b in policy.bodies for m in b["messages"] if m["role"] == "tool"]
+    edited = [t for t in results if t.startswith(CLEARED) or CUT in t]
+    if drop_only:
+        assert dropped and not edited
+    else:
+        assert edited, "the default edits never cleared nor clamped a result"
 
 
 def _assert_paired(messages: Sequence[Mapping[str, Any]]) -> None:
@@ -143,8 +157,55 @@ def _assert_paired(messages: Sequence[Mapping[str, Any]]) -> None:
             open_calls.discard(message["tool_call_id"])
 
 
+def _origins(sent: Sequence[Any], messages: Sequence[Any]) -> list[int]:
+    """For each sent message, the index of the caller's message it stands for: the
+    caller's own object, or (an edit) a new object of the caller's type that differs from
+    it only in what edits replace (a tool result's content; a call's arguments)."""
+    out: list[int] = []
+    for message in sent:
+        index = next((i for i, m in enumerate(messages) if m is message), None)
+        if index is None:
+            index = next((i for i, m in enumerate(messages) if _edited_copy(message, m)), None)
+        assert index is not None, f"a sent message that is no caller's message: {message!r}"
+        out.append(index)
+    return out
+
+
+def _edited_copy(copy: Any, original: Any) -> bool:
+    """Whether ``copy`` is a new object of ``original``'s type with only its content (a
+    tool message) or its calls' arguments (an AI message) replaced."""
+    if type(copy) is not type(original) or copy == original:
+        return False
+    if isinstance(original, ToolMessage):
+        return bool(
+            copy.model_dump(exclude={"content"}) == original.model_dump(exclude={"content"})
+        )
+    if isinstance(original, AIMessage):
+        calls = ("tool_calls", "invalid_tool_calls", "additional_kwargs")
+        named = [
+            [(c["id"], c["name"]) for c in [*m.tool_calls, *m.invalid_tool_calls]]
+            for m in (copy, original)
+        ]
+        return bool(
+            named[0] == named[1]
+            and copy.model_dump(exclude=set(calls)) == original.model_dump(exclude=set(calls))
+        )
+    return False
+
+
 def _task() -> dict[str, Any]:
     return {"messages": [HumanMessage(TASK)]}
+
+
+def _with_edits(options: dict[str, Any], edits: tuple[()] | None) -> dict[str, Any]:
+    """``options`` with ``edits`` (None: left out, the default edits); a ``manager=``
+    takes them itself."""
+    if edits is None:
+        return options
+    if "manager" in options:
+        manager = wg.ContextWindowManager("emulated-model", model_info=_info(), edits=edits)
+        return {**options, "manager": manager}
+    return {**options, "edits": edits}
 
 
 # -- LangChain v1: create_agent + ContextWindowMiddleware -------------------------------
@@ -167,16 +228,17 @@ def test_create_agent_overflows_without_the_middleware(emu: Emulator) -> None:
     ],
     ids=["model_info", "minimal", "manager"],
 )
+@pytest.mark.parametrize("edits", [None, ()], ids=["default_edits", "drop_only"])
 def test_create_agent_with_the_middleware_never_overflows(
-    emu: Emulator, policy: Scripted, options: dict[str, Any]
+    emu: Emulator, policy: Scripted, options: dict[str, Any], edits: tuple[()] | None
 ) -> None:
     events: list[Any] = []
-    middleware = ContextWindowMiddleware(sinks=events.append, **options)
+    middleware = ContextWindowMiddleware(sinks=events.append, **_with_edits(options, edits))
     agent = create_agent(_llm(emu), TOOLS, system_prompt=SYSTEM, middleware=[middleware])
     result = agent.invoke(_task(), {"recursion_limit": 100})
 
     assert _overflows(emu) == 0
-    _check_requests(policy, emu)
+    _check_requests(policy, emu, drop_only=edits == ())
     # The state keeps the whole history; only the model calls saw it fitted.
     messages = result["messages"]
     assert len(messages) == 1 + 2 * TOOL_TURNS + 1
@@ -382,14 +444,17 @@ def test_react_agent_overflows_without_the_hook(emu: Emulator) -> None:
 
 @_DEPRECATED
 @pytest.mark.parametrize("mode", ["invoke", "ainvoke", "stream"])
+@pytest.mark.parametrize("edits", [None, ()], ids=["default_edits", "drop_only"])
 def test_react_agent_with_the_hook_never_overflows(
-    emu: Emulator, policy: Scripted, mode: str
+    emu: Emulator, policy: Scripted, mode: str, edits: tuple[()] | None
 ) -> None:
     from langgraph.prebuilt import create_react_agent
 
     events: list[Any] = []
     llm = _llm(emu)
-    hook = pre_model_hook(llm, tools=TOOLS, system=SYSTEM, model_info=_info(), sinks=events.append)
+    hook = pre_model_hook(
+        llm, tools=TOOLS, system=SYSTEM, model_info=_info(), sinks=events.append, edits=edits
+    )
     agent = create_react_agent(hook.model, TOOLS, prompt=SYSTEM, pre_model_hook=hook)
     config: Any = {"recursion_limit": 100}
     result: dict[str, Any]
@@ -405,7 +470,7 @@ def test_react_agent_with_the_hook_never_overflows(
         result = {}
 
     assert _overflows(emu) == 0
-    _check_requests(policy, emu)
+    _check_requests(policy, emu, drop_only=edits == ())
     if mode != "stream":
         assert len(result["messages"]) == 1 + 2 * TOOL_TURNS + 1  # state unchanged
     # Usage fed back: each reply's input_tokens, read from the history by the next hook
@@ -441,14 +506,22 @@ def test_hook_feeds_usage_back_from_the_history() -> None:
     reply = AIMessage("", tool_calls=[call], usage_metadata=usage)  # type: ignore[arg-type]
     second = [*first, reply, ToolMessage(read_chunk.invoke({"index": 1}), tool_call_id="call_1")]
     kept = hook({"messages": second})["llm_input_messages"]
-    assert all(a is b for a, b in zip(kept, second, strict=True))
+    # Nothing dropped: each message sent, the caller's own or (the tool result, clamped
+    # under the default edits: the heuristic prices it over a quarter of the budget) an
+    # edited copy of it.
+    assert _origins(kept, second) == list(range(len(second)))
+    assert all(a is b for a, b in zip(kept[:-1], second[:-1], strict=True))
+    assert kept[-1] is second[-1] or CUT in kept[-1].content
     measured = [e.total_tokens for e in events if e.kind == "usage_measured"]
     assert measured == [reported]
 
 
-def test_an_invalid_tool_call_pairs_with_its_answer() -> None:
+@pytest.mark.parametrize("edits", [None, ()], ids=["default_edits", "drop_only"])
+def test_an_invalid_tool_call_pairs_with_its_answer(edits: tuple[()] | None) -> None:
     events: list[Any] = []
-    hook = pre_model_hook(model_info=wg.ModelInfo(context_window=16_384), sinks=events.append)
+    hook = pre_model_hook(
+        model_info=wg.ModelInfo(context_window=16_384), sinks=events.append, edits=edits
+    )
     bad = {"id": "bad_0", "name": "read_chunk", "args": "{oops", "error": "not JSON"}
     messages: list[Any] = [
         HumanMessage(TASK),
@@ -461,8 +534,15 @@ def test_an_invalid_tool_call_pairs_with_its_answer() -> None:
         messages.append(ToolMessage(read_chunk.invoke({"index": n}), tool_call_id=f"call_{n}"))
     kept = hook({"messages": messages})["llm_input_messages"]
     assert kept[0] is messages[0]
-    assert not any(m is messages[1] or m is messages[2] for m in kept)  # dropped together
-    assert not any(e.kind == "transcript_deferred" for e in events)
+    assert not any(e.kind == "transcript_deferred" for e in events)  # it paired
+    origins = _origins(kept, messages)
+    if edits == ():
+        assert 1 not in origins and 2 not in origins  # dropped together
+    else:  # nothing dropped: older results cleared, the short error answer too short to
+        assert origins == list(range(len(messages)))
+        assert kept[1] is messages[1] and kept[2] is messages[2]
+        assert any(isinstance(m, ToolMessage) and m.content.startswith(CLEARED) for m in kept)
+    _assert_pairs(kept)
 
 
 def test_hook_rejects_a_state_without_messages() -> None:
@@ -477,8 +557,9 @@ def test_hook_rejects_a_state_without_messages() -> None:
         pre_model_hook(max_tokens=0)
 
 
-def test_system_message_in_state_is_kept_and_returned() -> None:
-    hook = pre_model_hook(model_info=wg.ModelInfo(context_window=16_384))
+@pytest.mark.parametrize("edits", [None, ()], ids=["default_edits", "drop_only"])
+def test_system_message_in_state_is_kept_and_returned(edits: tuple[()] | None) -> None:
+    hook = pre_model_hook(model_info=wg.ModelInfo(context_window=16_384), edits=edits)
     messages: list[Any] = [SystemMessage(SYSTEM), HumanMessage(TASK)]
     for n in range(12):
         call = {"id": f"call_{n}", "name": "read_chunk", "args": {"index": n}}
@@ -486,13 +567,28 @@ def test_system_message_in_state_is_kept_and_returned() -> None:
         messages.append(ToolMessage(read_chunk.invoke({"index": n}), tool_call_id=f"call_{n}"))
     kept = hook({"messages": messages})["llm_input_messages"]
     assert kept[0] is messages[0] and kept[1] is messages[1]
-    assert kept[-1] is messages[-1] and kept[-2] is messages[-2]
-    assert len(kept) < len(messages)
-    positions = [messages.index(m) for m in kept]
+    positions = _origins(kept, messages)
     assert positions == sorted(positions)
-    for message in kept[2:]:
+    assert positions[-2:] == [len(messages) - 2, len(messages) - 1]  # the newest turn
+    assert kept[-2] is messages[-2]
+    if edits == ():
+        assert kept[-1] is messages[-1]
+        assert len(kept) < len(messages)
+        assert all(m is messages[i] for m, i in zip(kept, positions, strict=True))
+    else:  # older results cleared (the newest may be clamped: the heuristic over-counts)
+        assert kept[-1] is messages[-1] or CUT in kept[-1].content
+        assert any(isinstance(m, ToolMessage) and m.content.startswith(CLEARED) for m in kept)
+    _assert_pairs(kept)
+
+
+def _assert_pairs(kept: Sequence[Any]) -> None:
+    """Each tool message sent answers a call of the AI message sent before it."""
+    for at, message in enumerate(kept):
         if isinstance(message, ToolMessage):
-            assert kept[kept.index(message) - 1].tool_calls[0]["id"] == message.tool_call_id
+            before = kept[at - 1]
+            assert isinstance(before, AIMessage)
+            ids = [c["id"] for c in [*before.tool_calls, *before.invalid_tool_calls]]
+            assert message.tool_call_id in ids
 
 
 def _ahead(turns: int) -> dict[str, Any]:
