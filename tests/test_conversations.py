@@ -439,7 +439,10 @@ def test_options_carry_edit_stages_to_every_manager() -> None:
     made = options.make("gpt-4o")
     assert made.edits == (clamp,)
     assert options.make("gpt-4o", edits=()).edits == ()  # a conversation's own wins
-    assert ManagerOptions(caller="guard()").make("gpt-4o").edits == ()  # default: drop only
+    # edits=None (the default) is wg.DEFAULT_EDITS; edits=() drops whole turns only
+    assert ManagerOptions(caller="guard()").edits is None
+    assert ManagerOptions(caller="guard()").make("gpt-4o").edits == wg.DEFAULT_EDITS
+    assert ManagerOptions(caller="guard()", edits=()).make("gpt-4o").edits == ()
 
 
 @pytest.mark.parametrize(
@@ -463,24 +466,31 @@ def test_edits_with_a_template_manager_clash_like_the_other_options() -> None:
         ManagerOptions(
             caller="guard()", manager=template, edits=[wg.ClampToolResults(max_tokens=500)]
         )
-    options = ManagerOptions(caller="guard()", manager=template, edits=())  # the default: fine
+    with pytest.raises(wg.ConfigurationError, match="pass edits to the ContextWindowManager"):
+        ManagerOptions(caller="guard()", manager=template, edits=())  # drop only: says something
+    options = ManagerOptions(caller="guard()", manager=template, edits=None)  # the default: fine
     assert options.make("gpt-4o").edits == template.edits
 
 
-def _resent_equal_copies_fit() -> tuple[list[Any], wg.Fit]:
+def _resent_equal_copies_fits(
+    edits: tuple[wg.EditStage, ...] | None,
+) -> list[tuple[list[Any], wg.Fit]]:
     """A caller that re-sends its transcript as new, equal dicts every time (the
     LangChain and pydantic-ai integrations convert their messages anew for each fit,
-    the proxy parses each body anew), in a window that drops turns."""
+    the proxy parses each body anew), in a window that drops turns: with ``edits=()``
+    on most sends, with the default edits whenever clearing old results (and clamping
+    each new one) is not enough for the assistants' own text. Returns every send with
+    its fit (all kept alive, so no message id is reused)."""
     import copy
 
-    manager = wg.ContextWindowManager(model_info=wg.ModelInfo(context_window=4_096))
+    manager = wg.ContextWindowManager(model_info=wg.ModelInfo(context_window=4_096), edits=edits)
     transcript: list[Any] = _chat("read every file")
-    fit = manager.fit(copy.deepcopy(transcript))
+    sends = [(sent := copy.deepcopy(transcript), manager.fit(sent))]
     for n in range(12):
         transcript.append(
             {
                 "role": "assistant",
-                "content": f"reading {n}",
+                "content": f"reading {n}: " + "since the parser fails " * 20,
                 "tool_calls": [
                     {
                         "id": f"c{n}",
@@ -492,18 +502,78 @@ def _resent_equal_copies_fit() -> tuple[list[Any], wg.Fit]:
         )
         transcript.append({"role": "tool", "tool_call_id": f"c{n}", "content": "x " * 600})
         sent = copy.deepcopy(transcript)
-        fit = manager.fit(sent, last_usage=wg.NO_USAGE)
-    return sent, fit
+        sends.append((sent, manager.fit(sent, last_usage=wg.NO_USAGE)))
+    assert sum(fit.dropped_turns > 0 for _, fit in sends) >= 3
+    return sends
 
 
-def test_a_pruned_fit_sends_the_objects_of_this_send() -> None:
-    sent, fit = _resent_equal_copies_fit()
-    assert fit.dropped_turns > 0
-    mine = {id(m) for m in sent}
-    assert all(id(m) in mine for m in fit.messages)
+def _stands_for(fit: wg.Fit, sent: list[Any]) -> list[tuple[Any, Any]]:
+    """Each sent message with the caller's message of this send it stands for: the head
+    (two messages here), then everything after the dropped turns."""
+    kept = [0, 1, *range(2 + fit.dropped_messages, len(sent))]
+    assert len(kept) == len(fit.messages)
+    return [(message, sent[i]) for message, i in zip(fit.messages, kept, strict=True)]
 
 
-def test_a_pruned_fit_of_equal_copies_still_sends_equal_messages() -> None:
-    sent, fit = _resent_equal_copies_fit()
-    assert fit.dropped_turns > 0
-    assert all(m in sent for m in fit.messages)  # equal values: the guard and proxy are safe
+def _edited_copy(message: Any, original: Any) -> bool:
+    """A new dict with the caller's keys and only a tool result's content or a call's
+    arguments replaced."""
+    if type(message) is not type(original) or message is original:
+        return False
+    if message.keys() != original.keys():
+        return False
+
+    def rest(m: dict[str, Any]) -> dict[str, Any]:
+        calls = [
+            {**c, "function": {**c["function"], "arguments": ""}} for c in m.get("tool_calls", ())
+        ]
+        return {**m, "content": m["content"] if m["role"] != "tool" else "", "tool_calls": calls}
+
+    return rest(message) == rest(original)
+
+
+CLEARED = "[cleared to save context: read("
+CLAMPED = "tokens of this output cut here"
+EDITS_OR_DROP_ONLY = pytest.mark.parametrize(
+    "edits", [None, ()], ids=["default-edits", "drop-only"]
+)
+
+
+@EDITS_OR_DROP_ONLY
+def test_a_pruned_fit_sends_the_objects_of_this_send(
+    edits: tuple[wg.EditStage, ...] | None,
+) -> None:
+    """A cut sends this send's own objects, never the equal ones of an earlier send, with
+    the edited copies patched in at their places."""
+    sends = _resent_equal_copies_fits(edits)
+    copied = 0
+    for n, (sent, fit) in enumerate(sends):  # the pruned sends and the others alike
+        before = {id(m) for transcript, _ in sends[:n] for m in transcript}
+        assert not any(id(m) in before for m in fit.messages)
+        pairs = _stands_for(fit, sent)
+        copies = [(m, original) for m, original in pairs if m is not original]
+        assert all(_edited_copy(m, original) for m, original in copies)
+        assert fit.messages[-2] is sent[-2]  # the newest assistant message is the caller's
+        copied += len(copies)
+    if edits == ():
+        assert copied == 0  # drop-only: every message is the caller's object of this send
+    else:  # old results cleared, each new one clamped: sent as copies
+        assert copied > 0
+
+
+@EDITS_OR_DROP_ONLY
+def test_a_pruned_fit_of_equal_copies_still_sends_equal_messages(
+    edits: tuple[wg.EditStage, ...] | None,
+) -> None:
+    texts: list[str] = []
+    for sent, fit in _resent_equal_copies_fits(edits):  # the pruned sends and the others
+        differing = [(m, original) for m, original in _stands_for(fit, sent) if m != original]
+        # only tool results differ: cleared to a placeholder or clamped with a marker
+        assert all(original["role"] == "tool" for _, original in differing)
+        texts += [m["content"] for m, _ in differing]
+    if edits == ():
+        assert texts == []  # equal values: the guard and proxy are safe
+    else:
+        assert all(t.startswith(CLEARED) or CLAMPED in t for t in texts)
+        assert any(t.startswith(CLEARED) for t in texts)
+        assert any(CLAMPED in t for t in texts)
