@@ -74,7 +74,9 @@ class LogReader:
     """The emulator's policy: read parts 0..PARTS-1 (sometimes two at once), then answer.
 
     The next part is one past the highest part visible, so the policy needs no state and
-    still progresses when old turns are pruned. It also records what each call received.
+    still progresses when old turns are pruned, or their calls' arguments cleared to
+    ``{}`` (the default edits; the newest turn's are never cleared). It also records what
+    each call received.
     """
 
     def __init__(self) -> None:
@@ -83,10 +85,11 @@ class LogReader:
     def __call__(self, request: EmulatorRequest) -> Reply:
         self.bodies.append(dict(request.body))
         seen = [
-            int(json.loads(call["function"]["arguments"])["part"])
+            int(arguments["part"])
             for message in request.messages
             if message.get("role") == "assistant"
             for call in message.get("tool_calls") or ()
+            if "part" in (arguments := json.loads(call["function"]["arguments"]))
         ]
         part = max(seen) + 1 if seen else 0
         if part >= PARTS:
@@ -121,25 +124,58 @@ def _agent(client: openai.AsyncOpenAI, kind: str, *, max_tokens: int | None = 25
     )
 
 
+EDITED_FIELD = {"function_call_output": "output", "function_call": "arguments"}
+"""What an edit replaces in an item of each type (a result's output, a call's arguments)."""
+
+
+def _origins(kept: list[Any], given: list[Any]) -> tuple[list[int], int]:
+    """For each kept item, the index of the caller's item it stands for, and how many
+    kept items are edited copies. A kept item is the caller's own object, or a new item
+    of its type with only its output (a result) or arguments (a call) replaced."""
+    positions: list[int] = []
+    edited = 0
+    for item in kept:
+        index = next((i for i, g in enumerate(given) if g is item), None)
+        if index is None:
+            index = next((i for i, g in enumerate(given) if _edited_copy(item, g)), None)
+            edited += 1
+        assert index is not None, f"a kept item that is no caller's item: {item!r}"
+        positions.append(index)
+    return positions, edited
+
+
+def _edited_copy(copy: Any, original: Any) -> bool:
+    if type(copy) is not type(original) or not isinstance(original, dict) or copy == original:
+        return False
+    field = EDITED_FIELD.get(str(original.get("type")))
+    if field is None:
+        return False
+    return {k: v for k, v in copy.items() if k != field} == {
+        k: v for k, v in original.items() if k != field
+    }
+
+
 class Recording:
     """Wraps the filter to check, on every call, what it returned against what it got."""
 
     def __init__(self, guard: ContextWindowFilter) -> None:
         self.guard = guard
         self.calls = 0
-        self.pruned = 0
+        self.pruned = 0  # calls that dropped items
+        self.edited = 0  # calls that sent edited copies
 
     async def __call__(self, data: CallModelData[Any]) -> ModelInputData:
         given = list(data.model_data.input)
         result = await self.guard(data)
         kept = result.input
-        # a subsequence of the caller's own objects, in order
-        positions = [next(i for i, item in enumerate(given) if item is k) for k in kept]
-        assert positions == sorted(positions)
+        # the caller's own objects or edited copies of them, in order, never reordered
+        positions, edited = _origins(kept, given)
+        assert positions == sorted(positions) and len(set(positions)) == len(positions)
         assert kept[0] is given[0]  # the first user input
         assert result.instructions == data.model_data.instructions
         self.calls += 1
         self.pruned += len(kept) < len(given)
+        self.edited += edited > 0
         return result
 
 
@@ -228,11 +264,13 @@ def _run(emu: Emulator, kind: str, runner: str, guard: Any, hooks: Any) -> Any:
     return asyncio.run(run_async())
 
 
-def _guarded_run(kind: str, runner: str) -> tuple[LogReader, Emulator, Recording, list[Any], Any]:
+def _guarded_run(
+    kind: str, runner: str, edits: tuple[()] | None = None
+) -> tuple[LogReader, Emulator, Recording, list[Any], Any]:
     policy = LogReader()
     events: list[Any] = []
     guard = call_model_input_filter(
-        model_info=wg.ModelInfo(context_window=WINDOW), sinks=events.append
+        model_info=wg.ModelInfo(context_window=WINDOW), sinks=events.append, edits=edits
     )
     recording = Recording(guard)
     with Emulator(flavor="openai", context_window=WINDOW, scenario=policy) as emu:
@@ -241,14 +279,23 @@ def _guarded_run(kind: str, runner: str) -> tuple[LogReader, Emulator, Recording
 
 
 @pytest.mark.parametrize(("kind", "runner"), RUNS)
-def test_with_the_filter_the_run_never_overflows(kind: str, runner: str) -> None:
-    policy, emu, recording, events, result = _guarded_run(kind, runner)
+@pytest.mark.parametrize("edits", [None, ()], ids=["default_edits", "drop_only"])
+def test_with_the_filter_the_run_never_overflows(
+    kind: str, runner: str, edits: tuple[()] | None
+) -> None:
+    policy, emu, recording, events, result = _guarded_run(kind, runner, edits)
     records = emu.records
     assert [record.status for record in records] == [200] * len(records)  # 0 overflows
     assert result.final_output == f"finished: read {PARTS} parts"
-    # the run really outgrew the window: its history would not fit, and calls were pruned
+    # the run really outgrew the window: its history would not fit, and calls were cut:
+    # drop-only dropped whole turns; the default edits cleared old outputs first (and
+    # drop the oldest cleared turns far less often)
     assert len(result.to_input_list()) > 2 * PARTS
-    assert recording.pruned > 10
+    if edits == ():
+        assert recording.pruned > 10 and recording.edited == 0
+    else:
+        assert recording.edited > 10
+        assert any(e.kind == "context_edited" and e.edit == "clear" for e in events)
     for body in policy.bodies:
         _check_request(body)
         if kind == "responses":
@@ -336,20 +383,31 @@ def _reasoning_transcript(turns: int) -> list[Any]:
     return items
 
 
-def test_reasoning_items_and_parallel_calls_are_dropped_as_whole_turns() -> None:
+@pytest.mark.parametrize("edits", [None, ()], ids=["default_edits", "drop_only"])
+def test_reasoning_items_and_parallel_calls_are_dropped_as_whole_turns(
+    edits: tuple[()] | None,
+) -> None:
     agent: Agent[Any] = Agent(name="a", instructions="Be brief.", tools=[read_log], model="gpt-4o")
-    guard = call_model_input_filter(model_info=wg.ModelInfo(context_window=4096))
+    guard = call_model_input_filter(model_info=wg.ModelInfo(context_window=4096), edits=edits)
     items = _reasoning_transcript(20)
     result = asyncio.run(guard(_data(agent, items, "Be brief.")))
     kept = result.input
     assert kept[0] is items[0]
     assert kept[-1] is items[-1]
     assert len(kept) < len(items)
+    positions, edited = _origins(kept, items)
+    assert positions == sorted(positions)
+    if edits == ():
+        assert edited == 0
+    # reasoning items and the calls of their turns are never edited (outputs may be)
+    assert all(
+        item is items[at]
+        for item, at in zip(kept, positions, strict=True)
+        if items[at].get("type") != "function_call_output"
+    )
     # whole turns: each kept reasoning item has both its calls and both outputs
-    kept_ids = {id(item) for item in kept}
     for start in range(1, len(items), 5):
-        turn = items[start : start + 5]
-        assert len({id(item) in kept_ids for item in turn}) == 1
+        assert len({at in positions for at in range(start, start + 5)}) == 1
 
 
 def test_each_run_is_its_own_conversation_and_shares_across_its_calls() -> None:
