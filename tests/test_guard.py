@@ -447,18 +447,21 @@ def kinds(events: list[Event]) -> list[str]:
 # -- every flavour, sync and async, streamed and not ------------------------------------
 
 
+@pytest.mark.parametrize("edits", [None, ()], ids=["default-edits", "drop-only"])
 @pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
 @pytest.mark.parametrize("name", list(FLAVOURS))
 def test_guarded_loop_fits_every_send_and_feeds_usage_back(
-    name: str, stream: bool, is_async: bool
+    name: str, stream: bool, is_async: bool, edits: tuple[wg.EditStage, ...] | None
 ) -> None:
     flavour = FLAVOURS[name]
     seen = Seen()
     events: list[Event] = []
     with Emulator(flavor=flavour.emulator, context_window=4096, scenario=agent_policy(seen)) as emu:
         raw = flavour.client(emu, is_async=is_async)
-        guarded = guard(raw, sinks=[events.append], model_info=wg.ModelInfo(context_window=4096))
+        guarded = guard(
+            raw, sinks=[events.append], model_info=wg.ModelInfo(context_window=4096), edits=edits
+        )
         assert isinstance(guarded, AsyncGuardedClient if is_async else GuardedClient)
         errors = run_loop(flavour, guarded, 12, stream=stream, is_async=is_async)
         records = emu.records
@@ -468,8 +471,16 @@ def test_guarded_loop_fits_every_send_and_feeds_usage_back(
     assert all(seen.task_present)
     prompts = [r.prompt_tokens for r in records]
     assert max(p for p in prompts if p is not None) < 4096
+    # The window was exercised: a 12-step loop of 600-token results outgrows 4k. The
+    # default edits clear old results first (and drop turns when that is not enough);
+    # drop-only drops whole turns.
     pruned = [e for e in events if isinstance(e, wg.TranscriptPruned)]
-    assert pruned, "a 12-step loop of 600-token results must prune a 4k window"
+    edited = {e.edit for e in events if isinstance(e, wg.ContextEdited)}
+    if edits == ():
+        assert pruned, "a 12-step loop of 600-token results must prune a 4k window"
+        assert edited <= {"drop"}
+    else:
+        assert "clear" in edited, "a 12-step loop of 600-token results must clear in 4k"
     # Usage came back after every send and was attributed by the ledger: each send's
     # reported prompt tokens are the total measured at the next fit.
     measured = [e.total_tokens for e in events if is_usage(e)]
