@@ -4,8 +4,8 @@ The openai and anthropic clients, sync and async, run a tool loop against the
 emulator whose results outgrow an 8k window, one of them three times the window
 (tests/surface_edits.py). With edit stages the huge result is sent clamped and the run
 goes on, old results are cleared before any turn is dropped, and the caller's own
-transcript is never changed; with ``edits=()`` the requests are exactly those of a
-guard made without the option.
+transcript is never changed. A guard made without the option sends exactly what one
+with ``edits=wg.DEFAULT_EDITS`` sends; with ``edits=()`` it only drops whole turns.
 """
 
 from __future__ import annotations
@@ -198,14 +198,19 @@ def test_guard_clamps_and_clears_through_the_sdk(vendor: str, is_async: bool) ->
 
 
 @pytest.mark.parametrize("vendor", ["openai", "anthropic"])
-def test_no_edits_sends_exactly_what_a_guard_without_the_option_sends(vendor: str) -> None:
+def test_the_default_is_default_edits_and_no_edits_only_drops(vendor: str) -> None:
     plain, plain_statuses, _ = _run(vendor, False, huge=False)
+    default, default_statuses, _ = _run(vendor, False, huge=False, edits=wg.DEFAULT_EDITS)
     empty, empty_statuses, _ = _run(vendor, False, huge=False, edits=())
-    assert plain.requests == empty.requests
-    assert plain_statuses == empty_statuses == [200] * (STEPS + 1)
-    assert only_drops(plain)
+    assert plain.requests == default.requests  # a guard without the option: DEFAULT_EDITS
+    assert plain_statuses == default_statuses == empty_statuses == [200] * (STEPS + 1)
+    assert not only_drops(plain)  # old results were cleared
+    assert only_drops(empty)
     # drop-only: the loop ran to its end by dropping whole turns (assistants too)
-    assert min(assistants(r) - i for i, r in enumerate(plain.requests)) < 0
+    assert min(assistants(r) - i for i, r in enumerate(empty.requests)) < 0
+    # the default keeps more of the model's own turns than dropping alone
+    kept = [assistants(r) for r in plain.requests]
+    assert sum(kept) > sum(assistants(r) for r in empty.requests)
 
 
 @pytest.mark.parametrize("vendor", ["openai", "anthropic"])
