@@ -220,14 +220,17 @@ def test_an_unreachable_upstream_is_a_502_in_the_apis_shape() -> None:
 # -- an upstream the proxy cannot count for ---------------------------------------------
 
 
-def test_an_upstream_that_reports_no_window_needs_window_and_is_then_guarded() -> None:
+@pytest.mark.parametrize("no_edits", [False, True], ids=["default-edits", "no-edits"])
+def test_an_upstream_that_reports_no_window_needs_window_and_is_then_guarded(
+    no_edits: bool,
+) -> None:
     with Emulator(
         flavor="openai", context_window=8192, count_apis="none", scenario=tool_policy
     ) as emu:
         with pytest.raises(ConfigurationError, match="--window"):
             discover_upstream(ProxyConfig(upstream=emu.base_url))
         with (
-            proxy_for(emu, window=8192) as proxy,
+            proxy_for(emu, window=8192, no_edits=no_edits) as proxy,
             openai.OpenAI(base_url=proxy.base_url, api_key="k", max_retries=0) as client,
         ):
             assert proxy.upstream.counter is None
@@ -246,7 +249,14 @@ def test_an_upstream_that_reports_no_window_needs_window_and_is_then_guarded() -
                         {"role": "tool", "tool_call_id": call.id, "content": f"v{n} = 1\n" * 30}
                     )
             assert [r.status for r in emu.records] == [200] * 80
-            assert proxy.metrics.value("pruned_requests_total", "chat") > 0
+            # The window was exercised: old results cleared (the default edits), or whole
+            # turns dropped (--no-edits, which edits nothing else).
+            edited = proxy.metrics.value("edited_requests_total", "chat")
+            if no_edits:
+                assert proxy.metrics.value("pruned_requests_total", "chat") > 0
+                assert edited == 0
+            else:
+                assert edited > 0
 
 
 # -- pass-through -----------------------------------------------------------------------

@@ -1,9 +1,10 @@
 """``windowguard proxy`` edit flags (issue 19), with an unmodified openai client.
 
+Without a flag the proxy runs the default edits (``wg.DEFAULT_EDITS``);
 ``--clamp-tool-results`` / ``--clear-tool-results`` / ``--clear-at-least`` (and
-``ProxyConfig``'s fields of the same names) make the proxy clamp and clear tool results
-before it drops whole turns; ``--spill-dir`` keeps clamped outputs whole in a private
-directory. The client is the real openai SDK pointed at the proxy (``ProxyServer``,
+``ProxyConfig``'s fields of the same names) choose how it clamps and clears tool results
+before it drops whole turns, ``--no-edits`` makes it drop whole turns only, and
+``--spill-dir`` keeps clamped outputs whole in a private directory. The client is the real openai SDK pointed at the proxy (``ProxyServer``,
 uvicorn on a thread), in front of an emulator the test starts (tests/surface_edits.py).
 """
 
@@ -121,20 +122,43 @@ def test_the_proxy_clamps_and_clears_before_dropping() -> None:
     assert transcript[2 + 2 * HUGE_AT + 1]["content"] == result_text(HUGE_AT)  # still whole
 
 
-def test_without_flags_the_proxy_only_drops_and_a_huge_result_is_refused() -> None:
+def test_without_flags_the_proxy_clamps_and_clears_by_default() -> None:
     config = ProxyConfig(upstream="http://127.0.0.1:9", window=WINDOW)
-    assert config.edit_stages() == ()
+    assert config.edit_stages() is None  # the manager's default: wg.DEFAULT_EDITS
     received = Received()
     with (
         Emulator(flavor="openai", context_window=WINDOW, scenario=received) as emu,
         ProxyServer(ProxyConfig(upstream=emu.root_url, port=0, window=WINDOW)) as proxy,
     ):
+        transcript = _loop(proxy)  # the result three times the window is clamped
+        statuses = [r.status for r in emu.records]
+        assert proxy.metrics.value("edited_requests_total", "chat") > 0
+        assert proxy.metrics.value("refusals_total", "chat") == 0
+    check_clamped_and_cleared(received, statuses)
+    assert transcript[2 + 2 * HUGE_AT + 1]["content"] == result_text(HUGE_AT)  # still whole
+
+
+def test_with_no_edits_the_proxy_only_drops_and_a_huge_result_is_refused() -> None:
+    config = ProxyConfig(upstream="http://127.0.0.1:9", window=WINDOW, no_edits=True)
+    assert config.edit_stages() == ()
+    with pytest.raises(wg.ConfigurationError, match="--no-edits"):
+        ProxyConfig(upstream="http://127.0.0.1:9", no_edits=True, **FLAGS)
+    received = Received()
+    with (
+        Emulator(flavor="openai", context_window=WINDOW, scenario=received) as emu,
+        ProxyServer(
+            ProxyConfig(upstream=emu.root_url, port=0, window=WINDOW, no_edits=True)
+        ) as proxy,
+    ):
         _loop(proxy, huge=False)
         assert proxy.metrics.value("pruned_requests_total", "chat") > 0
+        assert proxy.metrics.value("edited_requests_total", "chat") == 0
         assert only_drops(received)
     with (
         Emulator(flavor="openai", context_window=WINDOW, scenario=Received()) as emu,
-        ProxyServer(ProxyConfig(upstream=emu.root_url, port=0, window=WINDOW)) as proxy,
+        ProxyServer(
+            ProxyConfig(upstream=emu.root_url, port=0, window=WINDOW, no_edits=True)
+        ) as proxy,
     ):
         with pytest.raises(openai.BadRequestError, match="cannot fit the context window"):
             _loop(proxy)  # drop-only cannot send a result three times the window
