@@ -117,7 +117,8 @@ def _check_requests(
 ) -> None:
     """Every request kept the head, orphaned nothing and carried a fitted reply budget;
     the window was exercised: with ``drop_only`` (``edits=()``) whole turns were dropped
-    and nothing edited, with the default edits old tool results were cleared or clamped."""
+    and nothing edited; with the default edits turns were dropped or old tool results
+    cleared or clamped (whichever the pipeline chose)."""
     assert policy.bodies, "the model was never called"
     head = [{"role": "system", "content": SYSTEM}] if system else []
     head.append({"role": "user", "content": TASK})
@@ -138,10 +139,9 @@ def _check_requests(
     dropped = any(len(b["messages"]) < n for b, n in zip(policy.bodies, full, strict=True))
     results = [m["content"] for b in policy.bodies for m in b["messages"] if m["role"] == "tool"]
     edited = [t for t in results if t.startswith(CLEARED) or CUT in t]
+    assert dropped or edited, "the requests were never cut"
     if drop_only:
         assert dropped and not edited
-    else:
-        assert edited, "the default edits never cleared nor clamped a result"
 
 
 def _assert_paired(messages: Sequence[Mapping[str, Any]]) -> None:
@@ -536,12 +536,14 @@ def test_an_invalid_tool_call_pairs_with_its_answer(edits: tuple[()] | None) -> 
     assert kept[0] is messages[0]
     assert not any(e.kind == "transcript_deferred" for e in events)  # it paired
     origins = _origins(kept, messages)
+    assert origins == sorted(origins)
     if edits == ():
         assert 1 not in origins and 2 not in origins  # dropped together
-    else:  # nothing dropped: older results cleared, the short error answer too short to
-        assert origins == list(range(len(messages)))
-        assert kept[1] is messages[1] and kept[2] is messages[2]
-        assert any(isinstance(m, ToolMessage) and m.content.startswith(CLEARED) for m in kept)
+    else:  # the default edits may keep the turn (older results cleared) or drop it
+        assert (1 in origins) == (2 in origins)  # sent or dropped together
+        assert len(kept) < len(messages) or any(
+            isinstance(m, ToolMessage) and m.content.startswith(CLEARED) for m in kept
+        )
     _assert_pairs(kept)
 
 
@@ -575,9 +577,12 @@ def test_system_message_in_state_is_kept_and_returned(edits: tuple[()] | None) -
         assert kept[-1] is messages[-1]
         assert len(kept) < len(messages)
         assert all(m is messages[i] for m, i in zip(kept, positions, strict=True))
-    else:  # older results cleared (the newest may be clamped: the heuristic over-counts)
+    else:  # older results cleared or turns dropped (the newest result may be clamped:
+        # the heuristic over-counts it past a quarter of the budget)
         assert kept[-1] is messages[-1] or CUT in kept[-1].content
-        assert any(isinstance(m, ToolMessage) and m.content.startswith(CLEARED) for m in kept)
+        assert len(kept) < len(messages) or any(
+            isinstance(m, ToolMessage) and m.content.startswith(CLEARED) for m in kept
+        )
     _assert_pairs(kept)
 
 

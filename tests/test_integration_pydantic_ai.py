@@ -152,6 +152,25 @@ def _tool_results(messages: Sequence[Mapping[str, Any]]) -> int:
     return sum(1 for m in messages if m["role"] == "tool")
 
 
+CLEARED = "[cleared to save context: "
+CUT = "tokens of this output cut here"
+
+
+def _assert_cut(
+    requests: Sequence[EmulatorRequest], results: int, *, drop_only: bool = False
+) -> None:
+    """The run outgrew the window, so its requests were cut (never the run's own
+    history): with ``drop_only`` (``edits=()``) whole turns were dropped and nothing
+    edited; with the default edits turns were dropped or old tool results cleared (or
+    clamped), whichever the pipeline chose."""
+    texts = [str(m["content"]) for r in requests for m in r.messages if m["role"] == "tool"]
+    edited = [t for t in texts if t.startswith(CLEARED) or CUT in t]
+    dropped = _tool_results(requests[-1].messages) < results
+    assert dropped or edited, "the requests were never cut"
+    if drop_only:
+        assert dropped and not edited
+
+
 def test_without_the_guard_the_run_overflows(script: Script) -> None:
     with Emulator(flavor="openai", context_window=WINDOW, scenario=script) as emu:
         agent = _agent(emu)
@@ -164,13 +183,16 @@ def test_without_the_guard_the_run_overflows(script: Script) -> None:
     assert failure.kind is wg.FailureKind.CONTEXT_OVERFLOW
 
 
-def test_capability_keeps_a_long_run_inside_the_window(script: Script) -> None:
+@pytest.mark.parametrize("edits", [None, ()], ids=["default_edits", "drop_only"])
+def test_capability_keeps_a_long_run_inside_the_window(
+    script: Script, edits: tuple[()] | None
+) -> None:
     events = wg.capture_events()
     with (
         events as recorder,
         Emulator(flavor="openai", context_window=WINDOW, scenario=script) as emu,
     ):
-        agent = _agent(emu, capabilities=[_guard(sinks=[recorder])])
+        agent = _agent(emu, capabilities=[_guard(sinks=[recorder], edits=edits)])
         result = agent.run_sync(TASK, model_settings={"max_tokens": 1000})
         records = emu.records
     assert result.output == "All chunks read."
@@ -178,8 +200,9 @@ def test_capability_keeps_a_long_run_inside_the_window(script: Script) -> None:
     assert all(r.prompt_tokens is not None for r in records)
     assert max(r.prompt_tokens or 0 for r in records) + 1000 <= WINDOW
     _assert_well_formed(script.requests)
-    # turns were dropped from the requests, never from the run's own history
-    assert _tool_results(script.requests[-1].messages) < CALLS
+    _assert_cut(script.requests, CALLS + CALLS // 5, drop_only=edits == ())
+    made = {e.edit for e in recorder.of_kind(wg.ContextEdited)}
+    assert (made == {"drop"}) if edits == () else ("clear" in made)
     returns = [
         part
         for message in result.all_messages()
@@ -227,7 +250,7 @@ def test_async_run_and_streaming(script: Script) -> None:
     assert all(request.stream for request in script.requests)
     assert [r.status for r in records] == [200] * (CALLS + 1)
     _assert_well_formed(script.requests)
-    assert _tool_results(script.requests[-1].messages) < CALLS
+    _assert_cut(script.requests, CALLS + CALLS // 5)
     usage = [e.total_tokens for e in recorder.of_kind(wg.UsageMeasured)]
     assert usage == [r.prompt_tokens for r in records[:-1]]
 
@@ -257,10 +280,11 @@ def test_async_run_many_conversations_at_once() -> None:
     assert {r.status for r in records} == {200}
     for name, each in scripts.items():
         assert all(name in str(r.messages[1]["content"]) for r in each.requests)
-        assert _tool_results(each.requests[-1].messages) < 12
+        _assert_cut(each.requests, 12 + 12 // 5)
 
 
-def test_history_processor_through_process_history(script: Script) -> None:
+@pytest.mark.parametrize("edits", [None, ()], ids=["default_edits", "drop_only"])
+def test_history_processor_through_process_history(script: Script, edits: tuple[()] | None) -> None:
     events = wg.capture_events()
     with (
         events as recorder,
@@ -270,6 +294,7 @@ def test_history_processor_through_process_history(script: Script) -> None:
             model_info=wg.ModelInfo(context_window=WINDOW, tokenizer="o200k"),
             safety=700,
             sinks=[recorder],
+            edits=edits,
         )
         agent = _agent(emu, capabilities=[ProcessHistory(processor)])
         result = agent.run_sync(TASK, model_settings={"max_tokens": 1000})
@@ -277,30 +302,64 @@ def test_history_processor_through_process_history(script: Script) -> None:
     assert result.output == "All chunks read."
     assert [r.status for r in records] == [200] * (CALLS + 1)
     _assert_well_formed(script.requests)
-    assert _tool_results(script.requests[-1].messages) < CALLS
+    _assert_cut(script.requests, CALLS + CALLS // 5, drop_only=edits == ())
+    made = {e.edit for e in recorder.of_kind(wg.ContextEdited)}
+    assert (made == {"drop"}) if edits == () else ("clear" in made)
     # the processor finds the usage of its own previous request in the history
     usage = [e.total_tokens for e in recorder.of_kind(wg.UsageMeasured)]
     assert usage == [r.prompt_tokens for r in records[:-1]]
 
 
+def _reading_everything(emu: Emulator, **options: Any) -> Agent[None, str]:
+    """An agent whose one tool returns more than the window (12,000 words)."""
+    agent: Agent[None, str] = Agent(
+        _model(emu), system_prompt=SYSTEM, capabilities=[_guard(**options)]
+    )
+
+    @agent.tool_plain
+    def read_everything() -> str:
+        """Read the whole document."""
+        return " ".join(f"w{i}" for i in range(12_000))
+
+    return agent
+
+
+def _read_everything_then_answer(request: EmulatorRequest) -> Reply:
+    if request.call_number == 1:
+        return Reply(tool_calls=(ToolCall(name="read_everything", arguments={}),))
+    return Reply(text="Read it.")
+
+
 def test_a_request_that_cannot_fit_is_refused_before_any_http_request() -> None:
-    def policy(request: EmulatorRequest) -> Reply:
-        if request.call_number == 1:
-            return Reply(tool_calls=(ToolCall(name="read_everything", arguments={}),))
-        return Reply(text="unreachable")
-
-    with Emulator(flavor="openai", context_window=WINDOW, scenario=policy) as emu:
-        agent: Agent[None, str] = Agent(_model(emu), system_prompt=SYSTEM, capabilities=[_guard()])
-
-        @agent.tool_plain
-        def read_everything() -> str:
-            """Read the whole document."""
-            return " ".join(f"w{i}" for i in range(12_000))
-
+    # Drop-only: head + the newest turn (the result larger than the window) cannot fit.
+    with Emulator(
+        flavor="openai", context_window=WINDOW, scenario=_read_everything_then_answer
+    ) as emu:
+        agent = _reading_everything(emu, edits=())
         with pytest.raises(wg.ContextTruncatedError):
             agent.run_sync(TASK)
         records = emu.records
     assert [r.status for r in records] == [200]
+
+
+def test_with_the_default_edits_a_result_larger_than_the_window_is_clamped() -> None:
+    requests: list[EmulatorRequest] = []
+
+    def policy(request: EmulatorRequest) -> Reply:
+        requests.append(request)
+        return _read_everything_then_answer(request)
+
+    with Emulator(flavor="openai", context_window=WINDOW, scenario=policy) as emu:
+        result = _reading_everything(emu).run_sync(TASK)
+        records = emu.records
+    assert result.output == "Read it."
+    assert [r.status for r in records] == [200, 200]
+    (sent,) = [str(m["content"]) for m in requests[-1].messages if m["role"] == "tool"]
+    assert sent.startswith("w0 w1 w2") and CUT in sent  # head and tail, with the marker
+    assert sent.endswith("w11999")
+    # the run's own history keeps the whole result
+    (kept,) = _returns(result.all_messages())
+    assert kept == " ".join(f"w{i}" for i in range(12_000))
 
 
 def test_reading_messages_keeps_a_request_with_its_response() -> None:
