@@ -392,8 +392,8 @@ def call_model_input_filter(
             instead of passing it on.
         edits: edit stages run before whole turns are dropped
             (``[wg.ClampToolResults(...), wg.ClearToolResults(...)]``; ``docs/edits.md``);
-            ``()`` (default): drop only. Only the call's input is edited, never the
-            run's history.
+            None (default): :data:`~windowguard.DEFAULT_EDITS`; ``()``: drop only. Only
+            the call's input is edited, never the run's history.
         manager: a template :class:`~windowguard.ContextWindowManager`, copied per
             conversation (then pass none of ``model_info``, ``safety``, ``pruning``,
             ``strict``, ``edits``).

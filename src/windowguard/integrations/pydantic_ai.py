@@ -179,8 +179,9 @@ class WindowGuard(AbstractCapability[Any]):
             ``max_tokens_shrunk``, ``usage_measured`` ...).
         edits: edit stages run before whole turns are dropped
             (``[wg.ClampToolResults(...), wg.ClearToolResults(...), wg.Summarize(...)]``;
-            ``docs/edits.md``); ``()`` (default): drop only. The edited messages are
-            copies sent with that request only.
+            ``docs/edits.md``); None (default): :data:`~windowguard.DEFAULT_EDITS`;
+            ``()``: drop only. The edited messages are copies sent with that request
+            only.
         manager: a configured manager to copy for each conversation (then leave the
             options above at their defaults: the manager carries its own).
         max_conversations: conversations remembered (least recently used forgotten).

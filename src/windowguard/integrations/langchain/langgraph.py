@@ -190,8 +190,9 @@ def pre_model_hook(
         sinks: event sinks.
         strict: raise on a damaged history instead of passing it on unchanged.
         edits: edit stages run before whole turns are dropped (``docs/edits.md``);
-            ``()`` (default): drop only. Edited messages are copies in
-            ``llm_input_messages``; the state keeps the originals.
+            None (default): :data:`~windowguard.DEFAULT_EDITS`; ``()``: drop only.
+            Edited messages are copies in ``llm_input_messages``; the state keeps the
+            originals.
         manager: a configured manager (each conversation gets a copy); excludes
             ``model_info``, ``safety``, ``pruning``, ``strict`` and ``edits``.
         max_conversations: conversations whose state is kept.

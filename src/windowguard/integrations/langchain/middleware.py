@@ -56,8 +56,9 @@ class ContextWindowMiddleware(AgentMiddleware[AgentState[Any], Any]):
             history instead of passing it on unchanged.
         edits: edit stages run before whole turns are dropped
             (``[wg.ClampToolResults(...), wg.ClearToolResults(...), wg.Summarize(...)]``;
-            ``docs/edits.md``); ``()`` (default): drop only. Edited messages are copies
-            sent to the model only; the agent's state keeps the originals.
+            ``docs/edits.md``); None (default): :data:`~windowguard.DEFAULT_EDITS`;
+            ``()``: drop only. Edited messages are copies sent to the model only; the
+            agent's state keeps the originals.
         manager: a configured :class:`~windowguard.ContextWindowManager`; each
             conversation gets a copy. Excludes ``model_info``, ``safety``, ``pruning``,
             ``strict`` and ``edits`` (left at their defaults).
