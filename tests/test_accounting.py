@@ -216,22 +216,37 @@ def test_reports_measure_the_base_then_each_appended_turn_exactly(o200k: Any) ->
     assert fit.exact and fit.estimated_tokens == report and fit.sources == ("ledger",)
 
 
-def test_measured_turns_keep_their_cost_after_a_prune(o200k: Any) -> None:
+@pytest.mark.parametrize("edits", [(), None], ids=["drop only", "default edits"])
+def test_measured_turns_keep_their_cost_after_a_prune(
+    o200k: Any, edits: tuple[Any, ...] | None
+) -> None:
     messages = _chat(30, size=60)
     window = 9_000
     mgr = wg.ContextWindowManager(
-        model_info=wg.ModelInfo(window, tokenizer="o200k"), counter="heuristic"
+        model_info=wg.ModelInfo(window, tokenizer="o200k"), counter="heuristic", edits=edits
     )
-    usage: object = None
+    usage = 0
     pruned_exact = 0
+    edited = extended = 0
+    previous: list[object] = []
     for stop in range(4, len(messages) + 1, 2):
-        fit = mgr.fit(messages[:stop], tools=TOOLS, max_tokens=500, last_usage=usage)
+        fit = mgr.fit(messages[:stop], tools=TOOLS, max_tokens=500, last_usage=usage or None)
+        if edited and not fit.edits and fit.messages[: len(previous)] == previous:
+            # a request that extends an edited one: the edited copies were measured as
+            # sent, so everything but the newest turn is known exactly
+            assert fit.measured_tokens == usage
+            extended += 1
+        edited += any(e.kind != "drop" for e in fit.edits)
+        previous = fit.messages
         usage = _exact(o200k, fit.messages)
-        if fit.dropped_turns:
+        if fit.dropped_turns and edits == ():
             # the newest turn is the only estimate; the kept old turns are measured
             assert fit.measured_tokens > 0.5 * usage
             pruned_exact += fit.estimated_tokens - usage < 0.5 * usage
-    assert pruned_exact
+    if edits == ():
+        assert pruned_exact and not edited
+    else:
+        assert edited and extended
 
 
 def test_a_report_larger_than_the_known_parts_raises_the_base() -> None:
@@ -248,6 +263,13 @@ def test_a_report_larger_than_the_known_parts_raises_the_base() -> None:
 
 def test_calibration_grows_only_from_what_was_estimated() -> None:
     messages = _chat(3)
+    # The first turn's result is a hex dump: the heuristic prices it far below its
+    # guaranteed bound (a byte-level BPE may spend up to a token per byte on it), so a
+    # report of 2.6x its estimate is something its visible content could cost. (The
+    # numbered lines of _chat are priced close to their bound: 2.6x their estimate
+    # would be more than any tokenizer can make of them, which is hidden, below.)
+    dump = " ".join(f"{i * 2_654_435_761 % 2**32:08x}" for i in range(150))
+    messages[3] = {**messages[3], "content": dump}
 
     def fresh() -> wg.ContextWindowManager:
         return wg.ContextWindowManager(
@@ -265,6 +287,8 @@ def test_calibration_grows_only_from_what_was_estimated() -> None:
     # by at most x1.5 per report, and an event says when the cap held it back.
     report = int(raw * 1.3) + int(turn * 2.6)  # messages[2:4] cost 2.6x their estimate
     grown = mgr.fit(messages, tools=TOOLS, max_tokens=100, last_usage=report)
+    visible = next(e for e in grown.events if isinstance(e, wg.UsageMeasured))
+    assert visible.hidden_tokens == 0 and visible.measured_tokens == int(turn * 2.6)
     (capped,) = [e for e in grown.events if isinstance(e, wg.CalibrationCapped)]
     assert capped.source == "heuristic" and capped.observed == pytest.approx(2.6, rel=0.02)
     assert mgr.calibration.factor == pytest.approx(1.3 * 1.5, rel=0.001) == capped.factor
@@ -527,8 +551,10 @@ def test_a_request_that_fits_exactly_is_sent_with_a_shrunk_reply_not_refused(o20
     ]
     exact = _exact(o200k, head + turn)
     window = exact + 1_000  # the request fits, with 1,000 left for the reply
+    # drop only: the file is sent whole or the request refused (the default edits clamp
+    # it, below)
     mgr = wg.ContextWindowManager(
-        model_info=wg.ModelInfo(window, tokenizer="o200k"), counter="heuristic"
+        model_info=wg.ModelInfo(window, tokenizer="o200k"), counter="heuristic", edits=()
     )
     mgr.fit(head, tools=TOOLS, max_tokens=4_000)
     report = _exact(o200k, head)
@@ -541,22 +567,41 @@ def test_a_request_that_fits_exactly_is_sent_with_a_shrunk_reply_not_refused(o20
     else:
         assert exact + fit.max_tokens <= window
     # with the local exact tokenizer the same send goes out, max_tokens shrunk to fit
-    mgr = wg.ContextWindowManager(model_info=wg.ModelInfo(window, tokenizer="o200k"))
+    mgr = wg.ContextWindowManager(model_info=wg.ModelInfo(window, tokenizer="o200k"), edits=())
     mgr.fit(head, tools=TOOLS, max_tokens=4_000)
     fit = mgr.fit(head + turn, tools=TOOLS, max_tokens=4_000, last_usage=report)
+    assert fit.messages == head + turn and not fit.edits
     assert fit.max_tokens < 4_000 and exact + fit.max_tokens <= window
     assert any(isinstance(e, wg.MaxTokensShrunk) for e in fit.events)
+    # the default edits clamp the file (over a quarter of the input budget) and fit the
+    # reply to what is sent, which leaves it more room
+    for counter in ("heuristic", "auto"):
+        mgr = wg.ContextWindowManager(
+            model_info=wg.ModelInfo(window, tokenizer="o200k"),
+            counter=counter,  # type: ignore[arg-type]
+        )
+        mgr.fit(head, tools=TOOLS, max_tokens=4_000)
+        fit = mgr.fit(head + turn, tools=TOOLS, max_tokens=4_000, last_usage=report)
+        assert [e.kind for e in fit.edits] == ["clamp"] and fit.messages[:3] == head + turn[:1]
+        sent = _exact(o200k, fit.messages)
+        assert sent < exact and sent + fit.max_tokens <= window
+        assert fit.max_tokens > window - exact
 
 
 def test_an_exact_refusal_names_its_source_and_the_numbers(vllm: Emulator) -> None:
     counter = VLLMTokenizeCounter(vllm.base_url)
-    mgr = wg.ContextWindowManager("m", model_info=wg.ModelInfo(600), counter=counter)
+    mgr = wg.ContextWindowManager("m", model_info=wg.ModelInfo(600), counter=counter, edits=())
     with pytest.raises(wg.ContextTruncatedError) as caught:
         mgr.fit(_chat(3, size=80), tools=TOOLS, max_tokens=100)
     exc = caught.value
     assert exc.exact and "remote" in exc.source
     assert "exactly" in str(exc) and "600" in str(exc)
     assert exc.estimated_tokens + exc.floor > 600  # type: ignore[operator]
+    # the default edits clamp the results instead: the request goes out, counted exactly
+    mgr = wg.ContextWindowManager("m", model_info=wg.ModelInfo(600), counter=counter)
+    fit = mgr.fit(_chat(3, size=80), tools=TOOLS, max_tokens=100)
+    assert "clamp" in {e.kind for e in fit.edits}
+    assert fit.exact and fit.estimated_tokens + fit.max_tokens <= 600
 
 
 @pytest.mark.parametrize("counter", ["heuristic", "auto"])

@@ -31,7 +31,8 @@ def test_things_that_are_not_messages_are_refused_by_position(bad: list[Any]) ->
     assert caught.value.index == next(i for i, m in enumerate(bad) if not isinstance(m, dict))
 
 
-def test_any_sequence_works_deque_and_tuple_included() -> None:
+@pytest.mark.parametrize("edits", [(), None], ids=["drop only", "default edits"])
+def test_any_sequence_works_deque_and_tuple_included(edits: tuple[Any, ...] | None) -> None:
     turns: list[dict[str, Any]] = []
     for i in range(40):
         call = {"id": f"c{i}", "type": "function", "function": {"name": "f", "arguments": "{}"}}
@@ -39,11 +40,23 @@ def test_any_sequence_works_deque_and_tuple_included() -> None:
             {"role": "assistant", "content": "", "tool_calls": [call]},
             {"role": "tool", "tool_call_id": f"c{i}", "content": "result " * 200},
         ]
-    listed = _manager(4_000).fit(CHAT + turns, max_tokens=200)
-    assert listed.dropped_turns > 0  # pruning is needed, which sliced the input
+    mine = {id(m) for m in CHAT + turns}
+
+    def own(fit: wg.Fit) -> list[int | None]:
+        """The caller's objects by identity; an edited copy (new each fit) as None."""
+        return [id(m) if id(m) in mine else None for m in fit.messages]
+
+    listed = _manager(4_000, edits=edits).fit(CHAT + turns, max_tokens=200)
+    # pruning (or editing) is needed, which slices (or indexes) the input
+    if edits == ():
+        assert listed.dropped_turns > 0 and None not in own(listed)
+    else:
+        assert listed.dropped_turns > 0 or any(e.kind != "drop" for e in listed.edits)
+        assert None in own(listed)
     for shape in (tuple, collections.deque):
-        fit = _manager(4_000).fit(shape(CHAT + turns), max_tokens=200)
-        assert [id(m) for m in fit.messages] == [id(m) for m in listed.messages]
+        fit = _manager(4_000, edits=edits).fit(shape(CHAT + turns), max_tokens=200)
+        assert fit.messages == listed.messages
+        assert own(fit) == own(listed)
 
 
 def test_circular_or_too_deep_content_is_a_windowguard_error() -> None:

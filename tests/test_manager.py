@@ -210,15 +210,34 @@ def _chat(turns: int, result: str = "x" * 400) -> list[dict[str, Any]]:
     return out
 
 
-def test_prunes_oldest_whole_turns_and_logs_it(caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize("edits", [(), None], ids=["drop only", "default edits"])
+def test_prunes_oldest_whole_turns_and_logs_it(
+    caplog: pytest.LogCaptureFixture, edits: tuple[Any, ...] | None
+) -> None:
     messages = _chat(30)
-    mgr = _manager(4000)
+    mgr = _manager(4000, edits=edits)
     with caplog.at_level(logging.INFO, logger="windowguard"):
         fit = mgr.fit(messages, max_tokens=500)
     assert 0 < fit.dropped_turns < 30
     assert fit.dropped_messages == 3 * fit.dropped_turns
     assert fit.messages[:2] == messages[:2]
-    assert fit.messages[2] is messages[2 + 3 * fit.dropped_turns]
+    first = messages[2 + 3 * fit.dropped_turns]
+    newest = messages[-3:]
+    assert all(a is b for a, b in zip(fit.messages[-3:], newest))  # the newest turn, whole
+    if edits == ():
+        assert fit.messages[2] is first
+        assert [e.kind for e in fit.edits] == ["drop"]
+    else:
+        # the default clears the old results (and their calls' arguments) first: even
+        # cleared, 30 turns do not fit, so whole turns are dropped too; a kept old turn
+        # is a new copy with only its arguments and results replaced
+        assert {e.kind for e in fit.edits} == {"clear", "clear_inputs", "drop"}
+        calls = [
+            {**c, "function": {**c["function"], "arguments": "{}"}} for c in first["tool_calls"]
+        ]
+        assert fit.messages[2] is not first and fit.messages[2] == {**first, "tool_calls": calls}
+        assert fit.messages[3]["content"].startswith("[cleared to save context: read(")
+        assert first["tool_calls"][0]["function"]["arguments"] != "{}"  # the caller's, unchanged
     (event,) = [e for e in fit.events if e.kind == "transcript_pruned"]
     assert event.to_dict()["dropped_turns"] == fit.dropped_turns
     assert any("pruned" in r.getMessage() for r in caplog.records)
@@ -227,10 +246,21 @@ def test_prunes_oldest_whole_turns_and_logs_it(caplog: pytest.LogCaptureFixture)
 def test_head_plus_newest_too_big_raises_with_numbers() -> None:
     messages = _chat(3, result="y" * 20_000)
     with pytest.raises(wg.ContextTruncatedError) as info:
-        _manager(4000).fit(messages, max_tokens=500)
+        _manager(4000, edits=()).fit(messages, max_tokens=500)
     assert info.value.estimated_tokens > info.value.budget
     assert info.value.context_window == 4000
     assert "nothing was sent" in str(info.value)
+    # the default edits clamp the results instead, the newest turn's too: it is sent
+    fit = _manager(4000).fit(messages, max_tokens=500)
+    assert fit.estimated_tokens <= fit.budget
+    clamped = {i for e in fit.edits if e.kind == "clamp" for i in e.messages}
+    assert clamped >= {9, 10}  # the newest turn's results
+    assert fit.messages[:2] == messages[:2] and fit.messages[-3] is messages[-3]
+    assert fit.messages[-1] is not messages[-1]
+    assert fit.messages[-1]["tool_call_id"] == "call_1"
+    assert (
+        fit.messages[-1]["content"].startswith("yyy") and "cut here" in fit.messages[-1]["content"]
+    )
 
 
 def test_budget_uses_reserve_chain_and_max_input_tokens() -> None:
@@ -367,8 +397,9 @@ def test_copy_has_fresh_run_state() -> None:
 
 
 def test_low_water_prune_then_appends_reuse_the_same_cut() -> None:
+    # the cut's mechanics, drop only (the default edits clear these turns instead)
     messages = _chat(60)
-    mgr = _manager(4000, hold_turns=0)
+    mgr = _manager(4000, hold_turns=0, edits=())
     first = mgr.fit(messages[:50], max_tokens=500)
     assert first.dropped_turns > 0
     assert first.estimated_tokens <= first.budget * 0.7
@@ -379,16 +410,16 @@ def test_low_water_prune_then_appends_reuse_the_same_cut() -> None:
         not any(e.kind == "transcript_pruned" for e in second.events)
         or second.dropped_turns == first.dropped_turns
     )
-    minimal = _manager(4000, pruning="minimal")
+    minimal = _manager(4000, pruning="minimal", edits=())
     m1 = minimal.fit(messages[:50], max_tokens=500)
     # turns large against the window: a low-water prune would free room for fewer than
     # hold_turns of them, so it drops just enough, as minimal does
-    held = _manager(2_500, hold_turns=4).fit(messages[:50], max_tokens=100)
-    just = _manager(2_500, pruning="minimal").fit(messages[:50], max_tokens=100)
+    held = _manager(2_500, hold_turns=4, edits=()).fit(messages[:50], max_tokens=100)
+    just = _manager(2_500, pruning="minimal", edits=()).fit(messages[:50], max_tokens=100)
     assert held.dropped_turns == just.dropped_turns
-    assert _manager(2_500, hold_turns=0).fit(messages[:50], max_tokens=100).dropped_turns > (
-        just.dropped_turns
-    )
+    assert _manager(2_500, hold_turns=0, edits=()).fit(
+        messages[:50], max_tokens=100
+    ).dropped_turns > (just.dropped_turns)
     m2 = minimal.fit(messages[:53], max_tokens=500, last_usage=NO_USAGE)
     assert m2.messages[2] is not m1.messages[2]  # minimal pruning moves the cut every send
 

@@ -28,10 +28,23 @@ def _seg(messages: list[Any], fmt: str, system: Any = None) -> Segmentation:
     return segment(shape_messages(messages, format=fmt, system=system).shapes)
 
 
-def _fit(messages: list[Any], fmt: str, system: Any = None, window: int = 3_000) -> wg.Fit:
+def _fit(
+    messages: list[Any],
+    fmt: str,
+    system: Any = None,
+    window: int = 3_000,
+    edits: tuple[Any, ...] | None = (),
+) -> wg.Fit:
+    """Fit through a manager; drop only unless told (these cases are about which whole
+    turns pruning may drop; ``edits=None`` runs the default edits first)."""
     info = wg.ModelInfo(window, max_output_tokens=None, tokenizer="o200k")
-    mgr = wg.ContextWindowManager(model_info=info, safety=50, counter="heuristic")
+    mgr = wg.ContextWindowManager(model_info=info, safety=50, counter="heuristic", edits=edits)
     return mgr.fit(messages, system=system, format=fmt, max_tokens=100)
+
+
+def _exercised(fit: wg.Fit) -> bool:
+    """The window was exercised: whole turns dropped, or tool results edited."""
+    return fit.dropped_turns > 0 or any(e.kind != "drop" for e in fit.edits)
 
 
 def _kept(fit: wg.Fit, message: Any) -> bool:
@@ -64,19 +77,24 @@ def _plan(*turns: TurnPlan, greeting: str | None = None, demos: tuple[str, ...] 
 # --- 1. the head runs through the first user message ------------------------------------
 
 
+@pytest.mark.parametrize("edits", [(), None], ids=["drop only", "default edits"])
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("demos", [(), ("an example first",)])
-def test_a_task_after_an_assistant_greeting_is_head(fmt: str, demos: tuple[str, ...]) -> None:
+def test_a_task_after_an_assistant_greeting_is_head(
+    fmt: str, demos: tuple[str, ...], edits: tuple[Any, ...] | None
+) -> None:
     rendered = render_labelled(
         _plan(*[_turn()] * 6, greeting="Hi! What can I do?", demos=demos), fmt
     )
     seg = _seg(rendered.messages, fmt, rendered.system)
     assert seg.head_stop == rendered.turn_first(0) > rendered.task
     assert len(seg.turns) == 6 and not seg.problems
-    fit = _fit(rendered.messages, fmt, rendered.system)
-    assert fit.dropped_turns > 0 and not fit.deferred
+    fit = _fit(rendered.messages, fmt, rendered.system, edits=edits)
+    assert not fit.deferred and fit.estimated_tokens <= fit.budget
+    assert fit.dropped_turns > 0 if edits == () else _exercised(fit)
     assert _kept(fit, rendered.messages[rendered.task])
-    assert fit.messages[: seg.head_stop] == rendered.messages[: seg.head_stop]
+    assert all(a is b for a, b in zip(fit.messages, rendered.messages[: seg.head_stop]))
+    assert not _seg(fit.messages, fmt, rendered.system).problems
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -149,6 +167,27 @@ def test_interleaved_outputs_do_not_split_a_response_from_its_reasoning_item() -
         assert len(kept) == 1, f"response {n} was split by pruning"
 
 
+def test_default_edits_never_touch_reasoning_items_or_their_calls() -> None:
+    """Under the default edits the outputs may be clamped or cleared, but a reasoning
+    item and the calls of its response are the caller's own objects, sent together or
+    not at all, and every output sent still answers its call."""
+    items = render_labelled(
+        _plan(*[_turn(calls=2, reasoning="think", interleaved=True)] * 5), "responses"
+    )
+    fit = _fit(items.messages, "responses", window=4_000, edits=None)
+    assert not fit.deferred and fit.estimated_tokens <= fit.budget and _exercised(fit)
+    assert not _seg(fit.messages, "responses").problems
+    for n in range(5):
+        turn = [items.messages[i] for i in items.of_turn(n)]
+        untouched = [m for m in turn if m["type"] != "function_call_output"]
+        kept = {_kept(fit, m) for m in untouched}
+        assert len(kept) == 1, f"response {n} was split, or its reasoning or calls edited"
+    newest = [items.messages[i] for i in items.of_turn(4)]
+    assert [m["type"] for m in fit.messages[-len(newest) :]] == [m["type"] for m in newest]
+    edited = [m for m in fit.messages if not any(m is o for o in items.messages)]
+    assert edited and all(m["type"] == "function_call_output" for m in edited)
+
+
 def test_without_reasoning_items_an_answered_call_may_start_a_turn() -> None:
     items = [
         {"type": "message", "role": "user", "content": "TASK"},
@@ -180,14 +219,17 @@ def test_a_call_while_calls_of_the_turn_wait_for_results_stays_in_the_turn() -> 
 
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("ids", ["repeated", "missing"])
-def test_repeated_or_missing_ids_pair_by_position_and_pruning_proceeds(fmt: str, ids: str) -> None:
+@pytest.mark.parametrize("edits", [(), None], ids=["drop only", "default edits"])
+def test_repeated_or_missing_ids_pair_by_position_and_pruning_proceeds(
+    fmt: str, ids: str, edits: tuple[Any, ...] | None
+) -> None:
     rendered = render_labelled(_plan(*[_turn(calls=2, ids=ids)] * 6), fmt)
     seg = _seg(rendered.messages, fmt, rendered.system)
     assert not seg.problems
     assert len(seg.turns) == 6
-    fit = _fit(rendered.messages, fmt, rendered.system, window=6_000)
+    fit = _fit(rendered.messages, fmt, rendered.system, window=6_000, edits=edits)
     assert not fit.deferred
-    assert fit.dropped_turns > 0
+    assert fit.dropped_turns > 0 if edits == () else _exercised(fit)
     assert fit.estimated_tokens <= fit.budget
     assert not _seg(fit.messages, fmt, rendered.system).problems
 
