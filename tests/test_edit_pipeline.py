@@ -111,11 +111,25 @@ class Loop:
         # no call without its result, no result without its call
         shape = shaper("openai_chat")
         assert not segment([shape(m) for m in sent]).problems
-        # unedited messages are the caller's own objects; edited ones new dicts
+        # unedited messages are the caller's own objects; edited ones new dicts with only
+        # a result's content, or a call's arguments (clear_inputs), replaced
         mine = {id(m) for m in self.messages}
+        calls = {m["tool_calls"][0]["id"]: m for m in self.messages if m.get("tool_calls")}
+        results = {m["tool_call_id"]: m for m in self.messages if m["role"] == "tool"}
         for message in sent:
-            if id(message) not in mine:
-                assert isinstance(message, dict) and message["role"] == "tool"
+            if id(message) in mine:
+                continue
+            assert isinstance(message, dict)
+            if message["role"] == "tool":
+                original = results[message["tool_call_id"]]
+                assert message == {**original, "content": message["content"]}
+            else:
+                original = calls[message["tool_calls"][0]["id"]]
+                emptied = [
+                    {**c, "function": {**c["function"], "arguments": "{}"}}
+                    for c in original["tool_calls"]
+                ]
+                assert message == {**original, "tool_calls": emptied}
         # an edit made once is sent again byte for byte while its message is kept
         kept_before = {m["tool_call_id"]: m for m in self.previous if m.get("role") == "tool"}
         for message in sent:
@@ -190,12 +204,23 @@ def test_an_output_larger_than_the_window_is_clamped_and_the_run_goes_on() -> No
         assert again is not None
         assert any(m is edited for m in again.messages) or again.dropped_turns
     assert loop.truncated == 0
-    # without a clamp stage the same output ends the run
+    # without a clamp stage (drop only) the same output ends the run
     plain = Loop(
-        wg.ContextWindowManager(model_info=wg.ModelInfo(window, tokenizer="o200k")), window, 1_024
+        wg.ContextWindowManager(model_info=wg.ModelInfo(window, tokenizer="o200k"), edits=()),
+        window,
+        1_024,
     )
     plain.step(turn(0, "read_file", output(rng, 50)))
     assert plain.step(turn(1, "run_tests", huge)) is None and plain.truncated == 1
+    # the default edits clamp it too (to a quarter of the input budget)
+    default = Loop(
+        wg.ContextWindowManager(model_info=wg.ModelInfo(window, tokenizer="o200k")), window, 1_024
+    )
+    default.step(turn(0, "read_file", output(rng, 50)))
+    fit = default.step(turn(1, "run_tests", huge))
+    assert fit is not None and default.truncated == 0
+    (clamp,) = [e for e in fit.edits if e.kind == "clamp"]
+    assert clamp.messages == (5,) and clamp.tokens_after <= fit.budget // 4
 
 
 def test_clearing_keeps_the_reasoning_drops_nothing_and_extends_the_prefix() -> None:
@@ -205,7 +230,7 @@ def test_clearing_keeps_the_reasoning_drops_nothing_and_extends_the_prefix() -> 
         model_info=wg.ModelInfo(window, tokenizer="o200k"),
         edits=[wg.ClearToolResults(keep=3, clear_at_least=1_000)],
     )
-    dropping = wg.ContextWindowManager(model_info=wg.ModelInfo(window, tokenizer="o200k"))
+    dropping = wg.ContextWindowManager(model_info=wg.ModelInfo(window, tokenizer="o200k"), edits=())
     loops = [Loop(clearing, window, 1_024), Loop(dropping, window, 1_024)]
     for i in range(120):
         new = turn(i, rng.choice(["read_file", "grep"]), output(rng, rng.choice([30, 90, 200])))
@@ -218,7 +243,9 @@ def test_clearing_keeps_the_reasoning_drops_nothing_and_extends_the_prefix() -> 
     reasoning = sum(1 for m in last if m["role"] == "assistant")
     assert reasoning > sum(1 for m in dropped.previous if m["role"] == "assistant")
     placeholders = [
-        m for m in last if m["role"] == "tool" and m["content"].startswith("[cleared to save context")
+        m
+        for m in last
+        if m["role"] == "tool" and m["content"].startswith("[cleared to save context")
     ]
     assert (placeholders and "read_file" in placeholders[0]["content"]) or "grep" in placeholders[
         0
@@ -233,16 +260,33 @@ def test_clearing_keeps_the_reasoning_drops_nothing_and_extends_the_prefix() -> 
 def test_no_edits_is_exactly_drop_only() -> None:
     rng = random.Random(2)
     window = 8_192
-    plain = wg.ContextWindowManager(model_info=wg.ModelInfo(window, tokenizer="o200k"))
-    empty = wg.ContextWindowManager(model_info=wg.ModelInfo(window, tokenizer="o200k"), edits=())
-    a, b = Loop(plain, window, 512), Loop(empty, window, 512)
+
+    def manager(edits: Any) -> wg.ContextWindowManager:
+        return wg.ContextWindowManager(
+            model_info=wg.ModelInfo(window, tokenizer="o200k"), edits=edits
+        )
+
+    empty, listed, default = (Loop(manager(e), window, 512) for e in ((), [], None))
+    cleared = dropped = 0
     for i in range(40):
         new = turn(i, "read_file", output(rng, rng.choice([20, 80, 160])))
-        fa, fb = a.step(copy.deepcopy(new)), b.step(copy.deepcopy(new))
+        fa, fb = empty.step(copy.deepcopy(new)), listed.step(copy.deepcopy(new))
         assert fa is not None and fb is not None
         assert fa.messages == fb.messages and fa.max_tokens == fb.max_tokens
         assert [e.kind for e in fa.edits] == [e.kind for e in fb.edits]
         assert all(e.kind == "drop" for e in fa.edits)
+        # drop only: the head and a run of whole newest turns, every one the caller's own
+        sent, mine = fa.messages, empty.messages
+        kept = len(sent) - len(HEAD)
+        assert all(a is b for a, b in zip(sent, mine[: len(HEAD)]))
+        assert all(a is b for a, b in zip(sent[len(HEAD) :], mine[len(mine) - kept :]))
+        assert fa.dropped_messages == len(mine) - len(sent)
+        dropped += fa.dropped_turns > 0
+        fc = default.step(copy.deepcopy(new))
+        assert fc is not None
+        cleared += any(e.kind == "clear" for e in fc.edits)
+    assert empty.sends == 40 and dropped  # the window was full: turns were dropped
+    assert cleared  # the same run under the default edits clears (None is not drop only)
 
 
 @pytest.mark.parametrize("bad", [["clear"], [wg.ClearToolResults(), wg.ClearToolResults()], "x"])

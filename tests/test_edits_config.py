@@ -125,7 +125,17 @@ def test_summarize_refuses_options_that_cannot_work(
 
 def test_check_edits() -> None:
     clamp, clear = wg.ClampToolResults(max_tokens=500), wg.ClearToolResults()
-    assert check_edits(None) == () and check_edits([]) == ()
+    # None is the default (decision 0006, chosen by the retention benchmark); an empty
+    # list is drop only
+    assert (
+        check_edits(None)
+        == wg.DEFAULT_EDITS
+        == (
+            wg.ClampToolResults(max_tokens=0.25),
+            wg.ClearToolResults(keep=1, clear_inputs=True, low_water=0.3),
+        )
+    )
+    assert check_edits([]) == () and check_edits(()) == ()
     assert check_edits([clear, clamp]) == (clear, clamp)
     with pytest.raises(ConfigurationError, match="two ClearToolResults"):
         check_edits([clear, wg.ClearToolResults(keep=2)])
