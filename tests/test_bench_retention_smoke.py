@@ -11,6 +11,9 @@ or git. Each is replayed in an 8k window (input budget 6,668) by the scripted ag
   fact, is fetched again (one more call) and is then visible;
 * ``user``: a user's follow-up in step 0 is dropped likewise and lost.
 
+The default edits (``wg.DEFAULT_EDITS``) clear old tool results instead, so the note and
+the follow-up stay visible.
+
 The accounting is checked against what was actually sent (recorded requests, recounted
 with ``windowguard.templates.count_prompt``), not against numbers written down here.
 pydantic-ai-harness is a benchmark-only dependency: its test skips when it is absent.
@@ -78,8 +81,13 @@ def _visible(request: Request, marker: str) -> bool:
     return any(marker in json.dumps(m) for m in request.messages)
 
 
+def _policy(name: str) -> rp.Policy:
+    return next(p for p in rp.windowguard_policies() if p.name == name)
+
+
 def _drop_only() -> rp.Policy:
-    return rp.windowguard_policies()[0]
+    # by name: the first row is the default (edits=None), which clears before it drops
+    return _policy("windowguard drop-only (low-water, today)")
 
 
 def test_everything_fits_nothing_lost_nothing_fetched() -> None:
@@ -135,6 +143,21 @@ def test_drop_loses_what_the_user_said() -> None:
     assert outcome.lost == {said.id: "user"}
     assert outcome.refetch_calls == 0  # a user's words cannot be fetched again
     assert outcome.end == "completed"
+
+
+def test_the_default_edits_keep_what_the_agent_and_the_user_said() -> None:
+    default = _policy("windowguard default (wg.DEFAULT_EDITS)")
+    for name in ("agent-and-tool", "user"):
+        task = _tasks()[name]
+        outcome, session = _run(default, task)
+        assert outcome.end == "completed"
+        assert (outcome.orphans, outcome.unanswered, outcome.task_missing) == (0, 0, 0)
+        # old tool results were cleared (a tool fact may be fetched again), but the
+        # agent's note and the user's follow-up were never lost
+        assert any(_visible(r, "[cleared to save context: ") for r in session.requests)
+        said = [f for f in task.facts if f.source in ("agent", "user")]
+        assert said and all(_visible(session.requests[-1], f.marker) for f in said)
+        assert not {f.id for f in said} & set(outcome.lost)
 
 
 def test_langchain_anchor_runs_and_is_checked() -> None:
