@@ -59,6 +59,10 @@ logger = logging.getLogger("windowguard")
 
 TextCount = Callable[[str], int]
 
+SPILL_TOOL = "read_spilled"
+"""The tool that pages through spilled outputs (``windowguard.spill.spill_tool``'s
+default name): its results are never clamped."""
+
 MIN_FREED = 50
 """A result is cleared only when its placeholder is at least this many tokens shorter
 (a short result costs little, and clearing it would rewrite the prompt for nothing)."""
@@ -175,6 +179,9 @@ def clamp_new(
             continue
         if ref.tool_name in config.exclude_tools or not ref.text:
             continue
+        if config.spill is not None and ref.tool_name == SPILL_TOOL:
+            continue  # a page of a spilled output: already bounded, and cutting it would
+            # make the model page forever
         before = count(ref.text)
         if before <= limit:
             continue
