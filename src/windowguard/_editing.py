@@ -326,7 +326,11 @@ def _clear_inputs(
     changes: dict[int, object] = {}
     made: list[EditRecord] = []
     for index, parts in calls.items():
-        wanted = [refs[(index, p)] for p in parts if (index, p) in refs]
+        wanted = [
+            refs[(index, p)]
+            for p in parts
+            if (index, p) in refs and refs[(index, p)].arguments.strip() not in ("", "{}")
+        ]  # arguments that are already empty: clearing them would change nothing
         if not wanted:
             continue
         done = clear_call_inputs(run.effective[index], run.format, wanted)

@@ -1107,8 +1107,21 @@ class ContextWindowManager:
                 folded = [r for r in made if r.kind == "summarize"]
                 if folded:  # what a summary stands for is not lost
                     newly_from = max(newly_from, folded[-1].messages[-1] + 1)
+                # An edit this send made to a message it then drops was never sent: its
+                # receipt goes, and the drop's counts what the message was before it.
+                moot = [
+                    r
+                    for r in made
+                    if r.kind != "summarize"
+                    and r.messages
+                    and r.messages[0] >= newly_from
+                    and r.messages[-1] < cut_to
+                ]
+                if moot:
+                    made[:] = [r for r in made if not any(r is m for m in moot)]
                 if newly_from < cut_to:
                     dropped_now = ctx.count(newly_from, self._factors).tokens - count.tokens
+                    dropped_now += sum(r.tokens_freed for r in moot)
                     made.append(
                         EditRecord(
                             kind="drop",
