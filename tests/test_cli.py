@@ -28,8 +28,9 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
     return code, out, err
 
 
+@pytest.mark.parametrize("edits", [("--no-edits",), ()], ids=["drop only", "default edits"])
 def test_fit_bundled_example_prunes_and_writes_same_shape(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, edits: tuple[str, ...]
 ) -> None:
     out_file = tmp_path / "fitted.json"
     code, _, err = _run(
@@ -40,15 +41,24 @@ def test_fit_bundled_example_prunes_and_writes_same_shape(
         "32768",
         "--model",
         "gpt-4o",
+        *edits,
         "-o",
         str(out_file),
     )
     assert code == 0
     fitted = json.loads(out_file.read_text())
     assert set(fitted) >= {"messages", "tools"}
-    assert 2 < len(fitted["messages"]) < 66
     assert fitted["messages"][1]["role"] == "user"  # the task is kept
-    assert "dropped" in err and "window 32768" in err
+    assert "window 32768" in err
+    texts = [m["content"] for m in fitted["messages"] if m["role"] == "tool"]
+    cleared = [t for t in texts if str(t).startswith("[cleared to save context: ")]
+    if edits:
+        assert 2 < len(fitted["messages"]) < 66
+        assert "dropped" in err and not cleared
+    else:
+        # the default clears old results before it would drop a turn: here that is enough
+        assert 2 < len(fitted["messages"]) <= 66
+        assert cleared and "cleared" in err
 
 
 def test_fit_jsonl_round_trips_as_jsonl(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -116,9 +126,12 @@ def _inspect_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, o
     return json.loads(out)  # type: ignore[no-any-return]
 
 
-def test_inspect_rows_agree_with_fit(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("edits", [("--no-edits",), ()], ids=["drop only", "default edits"])
+def test_inspect_rows_agree_with_fit(
+    capsys: pytest.CaptureFixture[str], edits: tuple[str, ...]
+) -> None:
     report = _inspect_json(
-        capsys, "example:coding-agent", "--model", "gpt-4o", "--context-window", "32768"
+        capsys, "example:coding-agent", "--model", "gpt-4o", "--context-window", "32768", *edits
     )
     rows = report["rows"]
     assert isinstance(rows, list)
@@ -133,7 +146,19 @@ def test_inspect_rows_agree_with_fit(capsys: pytest.CaptureFixture[str]) -> None
     dropped = [r for r in rows if r["kept"] is False]
     assert len(dropped) == fit["dropped_turns"]
     # fit drops the oldest turns: every dropped row comes before every kept turn
-    assert max(r["first"] for r in dropped) < min(r["first"] for r in rows[1:] if r["kept"])
+    first_kept = min(r["first"] for r in rows[1:] if r["kept"])
+    assert all(r["first"] < first_kept for r in dropped)
+    # every message an edit record names lies in a row that says so
+    edited = [r for r in rows if set(r["edits"]) - {"drop"}]
+    for record in fit["edits"]:
+        if record["kind"] != "drop":
+            for i in record["messages"]:
+                (row,) = [r for r in rows if r["first"] <= i <= r["last"]]
+                assert row["edits"].get(record["kind"]) and row in edited
+    if edits:
+        assert dropped and not edited  # drop only: the window is full at 32k
+    else:
+        assert edited and all(r["sent_tokens"] < r["estimated_tokens"] for r in edited)
 
 
 def test_inspect_exact_counts_match_the_template(
@@ -157,14 +182,17 @@ def test_inspect_exact_counts_match_the_template(
     assert report["estimated_tokens"] >= expected  # the estimator errs high
 
 
+@pytest.mark.parametrize("edits", [("--no-edits",), ()], ids=["drop only", "default edits"])
 def test_inspect_plain_table_marks_head_newest_and_drops(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], edits: tuple[str, ...]
 ) -> None:
     code, out, _ = _run(
-        capsys, "inspect", "example:coding-agent", "--context-window", "16384", "--plain"
+        capsys, "inspect", "example:coding-agent", "--context-window", "16384", "--plain", *edits
     )
     assert code == 0
-    assert "head" in out and "(newest)" in out and "DROPPED" in out and "budget" in out
+    assert "head" in out and "(newest)" in out and "budget" in out
+    # drop only drops whole turns; the default edits clear old results first
+    assert ("DROPPED" in out) if edits else (" edited " in out)
     assert "\x1b[" not in out
 
 
@@ -574,16 +602,18 @@ def test_readme_tool_loop_names_the_port_it_uses_and_how_state_travels() -> None
 def test_docs_demo_summary_is_the_real_one(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    block = _code_block("docs/cli.md", "The end of a\nreal run", fence="```").splitlines()
+    block = _code_block("docs/cli.md", "The\nend of a real run", fence="```").splitlines()
     documented = block[block.index("summary (window 8192, vllm)") :]
     assert main(["demo", "--plain", "--no-chart", "--out", str(tmp_path)]) == 0
     real = capsys.readouterr().out.splitlines()
     real = real[real.index("summary (window 8192, vllm)") :]
+    rows = next(i for i, line in enumerate(real) if line.startswith("events: "))
+    assert rows > 14  # outcome ... answered the task, the edit rows among them
     # every row, in order; the run without windowguard exactly (the manager's own numbers
     # move with the estimator, which bench/ tracks)
-    assert [line[:37] for line in documented[3:15]] == [line[:37] for line in real[3:15]]
-    unguarded = [line[55:] for line in real[3:15]]
-    assert [line[55:] for line in documented[3:15]] == unguarded
+    assert [line[:37] for line in documented[3:rows]] == [line[:37] for line in real[3:rows]]
+    unguarded = [line[55:] for line in real[3:rows]]
+    assert [line[55:] for line in documented[3:rows]] == unguarded
     assert "windowguard-demo/" in (ROOT / ".gitignore").read_text().splitlines()
 
 
@@ -636,23 +666,32 @@ def test_inspect_table_marks_edited_and_dropped_turns(capsys: pytest.CaptureFixt
     clamped = [line for line in lines if " edited " in line]
     assert clamped and all("clamp 1: -" in line for line in clamped)
     summary = next(line for line in lines if line.startswith("edits: clamp"))
-    assert "this fit: clamped 4 results (-" in summary and "dropped" in summary
+    # receipts name only what is sent: a clamped result whose turn was dropped has none
+    assert f"this fit: clamped {len(clamped)} results (-" in summary and "dropped" in summary
 
 
-def test_inspect_without_edit_options_is_unchanged(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _run(
-        capsys, "inspect", "example:coding-agent", "--plain", "--context-window", "16000"
-    )
+def test_inspect_with_no_edits_is_the_drop_only_table(capsys: pytest.CaptureFixture[str]) -> None:
+    window = ("--context-window", "16000")
+    code, out, _ = _run(capsys, "inspect", "example:coding-agent", "--plain", "--no-edits", *window)
     assert code == 0
     header = out.splitlines()[1].split()
     assert header == ["turn", "messages", "kinds", "tokens", "cumulative", "fit"]
     assert "edits:" not in out
-    code, out, _ = _run(
-        capsys, "inspect", "example:coding-agent", "--json", "--context-window", "16000"
-    )
+    code, out, _ = _run(capsys, "inspect", "example:coding-agent", "--json", "--no-edits", *window)
     report = json.loads(out)
     assert report["edit_stages"] == "edits: none (whole turns are dropped)"
     assert {r["kind"] for r in report["fit"]["edits"]} == {"drop"}
+    # without an edit option, the default edits (wg.DEFAULT_EDITS) are named and shown
+    code, out, _ = _run(capsys, "inspect", "example:coding-agent", "--plain", *window)
+    assert code == 0
+    assert out.splitlines()[1].split()[-2:] == ["sent", "edits"]
+    summary = next(line for line in out.splitlines() if line.startswith("edits: "))
+    assert summary.startswith("edits: clamp tool results over 25% of the input budget; clear")
+    assert "this fit: " in summary and "cleared" in summary
+    code, _, err = _run(
+        capsys, "inspect", "example:coding-agent", "--no-edits", "--clear-tool-results", "2"
+    )
+    assert code == 2 and "--no-edits drops whole turns only" in err
 
 
 def test_inspect_shows_summarized_turns() -> None:
