@@ -14,7 +14,7 @@ from windowguard.demo import DemoAgent, DemoOptions, project_files, project_tool
 from windowguard.demo.chart import read_events, series_from_events
 from windowguard.demo.runner import DemoRun
 from windowguard.emulator import EmulatorRequest, ToolSpec
-from windowguard.events import ModelCall, ToolResultEvent
+from windowguard.events import ContextEdited, ModelCall, ToolResultEvent
 from windowguard.exceptions import ConfigurationError, ContextTruncatedError
 from windowguard.failures import FailureKind
 
@@ -85,22 +85,38 @@ def test_options_reject_unknown_flavour_and_tiny_window() -> None:
         DemoOptions(context_window=512)
 
 
+@pytest.mark.parametrize("edits", [None, ()], ids=["default edits", "drop only"])
 @pytest.mark.parametrize("flavor", ["vllm", "anthropic", "llamacpp", "openai"])
-def test_guarded_completes_where_unguarded_overflows(flavor: str) -> None:
-    options = DemoOptions(flavor=flavor, **SMALL)  # type: ignore[arg-type]
+def test_guarded_completes_where_unguarded_overflows(
+    flavor: str, edits: tuple[object, ...] | None
+) -> None:
+    options = DemoOptions(flavor=flavor, edits=edits, **SMALL)  # type: ignore[arg-type]
     guarded = run_scenario(options, managed=True)
     unguarded = run_scenario(options, managed=False)
     assert guarded.termination == "COMPLETED" and "query.py" in guarded.answer
-    assert guarded.prunes > 0 and guarded.peak_pressure < 1.0
+    assert guarded.peak_pressure < 1.0
     assert guarded.model_calls == SMALL["iterations"] + 1
+    # the window is exercised: the default clears old results before it would drop a
+    # turn, drop only drops whole turns and edits nothing
+    new_edits = [e for e in guarded.events if isinstance(e, ContextEdited) and e.new]
+    if edits is None:
+        assert guarded.edited_sends > 0 and guarded.cleared_results > 0
+        assert guarded.cleared_results == sum(
+            len(e.messages) for e in new_edits if e.edit == "clear"
+        )
+    else:
+        assert guarded.prunes > 0 and guarded.edited_sends == 0
+        assert not [e for e in new_edits if e.edit != "drop"]
+        assert guarded.cleared_results == guarded.clamped_results == 0
     assert unguarded.termination == "PROVIDER_ERROR"
     assert unguarded.failure is not None
     assert unguarded.failure.kind is FailureKind.CONTEXT_OVERFLOW
     assert unguarded.failed_at_call == unguarded.model_calls + 1
-    # the same model behaviour until the failure: identical pressures before any prune
-    first_prune = next(i for i, e in enumerate(guarded.events) if e.kind == "transcript_pruned")
-    before = sum(1 for e in guarded.events[:first_prune] if e.kind == "context_pressure")
-    assert guarded.pressures[:before] == unguarded.pressures[:before]
+    # the same model behaviour until the failure: identical pressures before any cut
+    cuts = ("transcript_pruned", "context_edited")
+    first_cut = next(i for i, e in enumerate(guarded.events) if e.kind in cuts)
+    before = sum(1 for e in guarded.events[:first_cut] if e.kind == "context_pressure")
+    assert before > 0 and guarded.pressures[:before] == unguarded.pressures[:before]
     for run in (guarded, unguarded):
         assert not any(isinstance(e, ToolResultEvent) and e.is_error for e in run.events)
 
@@ -136,10 +152,20 @@ def test_demo_command_small(capsys: pytest.CaptureFixture[str], tmp_path: Path) 
     out, err = capsys.readouterr()
     assert code == 0, err
     assert "summary" in out and "COMPLETED" in out and "context_overflow" in out
-    assert "[guarded]" in out and "pruned" in out and "[unguarded]" in out
+    assert "[guarded]" in out and "[unguarded]" in out
     guarded = read_events(out_dir / "events-guarded.jsonl")
     unguarded = read_events(out_dir / "events-unguarded.jsonl")
-    assert {"transcript_pruned", "run_finished"} <= {e["event"] for e in guarded}
+    assert {"context_edited", "run_finished"} <= {e["event"] for e in guarded}
+    # the default edits clear old tool results: said as it happens and in the summary,
+    # with the count the events give
+    cleared = sum(
+        len(e["messages"])
+        for e in guarded
+        if e["event"] == "context_edited" and e["edit"] == "clear" and e["new"]
+    )
+    assert cleared and f"~ cleared {cleared} results (-" in out
+    row = next(line for line in out.splitlines() if line.startswith("tool results cleared"))
+    assert row.split()[-6:-3] == [str(cleared), "/", "0"]
     assert series_from_events(unguarded, "u").failures[-1][1] == "context_overflow"
     assert (out_dir / "pressure.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     for name in ("events-guarded.jsonl", "events-unguarded.jsonl", "pressure.png"):
@@ -165,6 +191,17 @@ def test_demo_command_small(capsys: pytest.CaptureFixture[str], tmp_path: Path) 
     )
     assert len(read_events(out_dir / "events-guarded.jsonl")) == len(guarded)
     json.dumps(guarded)
+    # --no-edits: the guarded run drops whole turns and edits nothing
+    argv = ["demo", "--window", "6144", "--iterations", "10", "--max-tokens", "512"]
+    capsys.readouterr()
+    assert (
+        main([*argv, "--no-edits", "--out", str(tmp_path / "drop"), "--plain", "--no-chart"]) == 0
+    )
+    out = capsys.readouterr().out
+    assert "edits: none" in out and "pruned" in out and "~ cleared" not in out
+    dropping = read_events(tmp_path / "drop" / "events-guarded.jsonl")
+    assert "transcript_pruned" in {e["event"] for e in dropping}
+    assert all(e["edit"] == "drop" for e in dropping if e["event"] == "context_edited")
 
 
 def test_demo_bad_options_exit_nonzero(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -191,6 +228,9 @@ def _run_value(**fields: object) -> DemoRun:
         "pressures": (0.2, 0.4),
         "peak_pressure": 0.4,
         "window_use": 0.5,
+        "edited_sends": 0,
+        "cleared_results": 0,
+        "clamped_results": 0,
         "prunes": 1,
         "new_cuts": 1,
         "dropped_turns": 1,
@@ -231,9 +271,10 @@ def test_summary_says_why_a_run_was_truncated() -> None:
 def test_demo_command_shows_why_the_guarded_run_was_truncated(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    # 2048 tokens less a 1024-token reply cannot hold the task, the tools and two files.
+    # 2048 tokens less a 1024-token reply cannot hold the task, the tools and two files
+    # (whole: drop only; the default edits clamp them and complete, below)
     argv = ["demo", "--window", "2048", "--iterations", "4", "--no-chart", "--plain"]
-    code = main([*argv, "--out", str(tmp_path)])
+    code = main([*argv, "--no-edits", "--out", str(tmp_path)])
     out = capsys.readouterr().out
     assert code == 1
     assert "= CONTEXT_TRUNCATED after" in out
@@ -241,3 +282,8 @@ def test_demo_command_shows_why_the_guarded_run_was_truncated(
     assert "context window 2048" in refused and "nothing was sent" in refused
     failure = next(line for line in out.splitlines() if line.startswith("failure"))
     assert "refused call" in failure and "> 2048" in failure
+    code = main([*argv, "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 0 and "= COMPLETED after" in out and "~ clamped" in out
+    row = next(line for line in out.splitlines() if line.startswith("tool results cleared"))
+    assert int(row.split()[-4]) > 0  # with windowguard: results clamped

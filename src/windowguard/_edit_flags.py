@@ -112,9 +112,12 @@ def describe_edits(stages: Sequence[EditStage] | None) -> str:
             size = size if isinstance(limit, float) else f"{limit} tokens"
             said.append(f"clamp tool results over {size}{kept}")
         elif isinstance(stage, ClearToolResults):
+            inputs = " and their calls' arguments" if stage.clear_inputs else ""
+            mark = stage.low_water
+            down = f", down to {mark:.0%} of the input budget" if mark is not None else ""
             said.append(
-                f"clear tool results outside the newest {stage.keep} turns (at least "
-                f"{stage.clear_at_least} tokens at a time)"
+                f"clear tool results{inputs} outside the newest {stage.keep} turns (at "
+                f"least {stage.clear_at_least} tokens at a time{down})"
             )
         else:
             said.append(f"summarize turns older than the newest {stage.keep_turns}")

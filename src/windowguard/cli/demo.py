@@ -2,9 +2,9 @@
 
 Runs the coding-agent scenario of :mod:`windowguard.demo` twice against an in-process
 emulator — with windowguard, then without — printing a progress line per model call
-(pressure as a bar) and each prune, shrink and provider failure as it happens; then a
-side-by-side summary. Writes each run's events as JSONL and a pressure-over-steps PNG
-into the output folder and prints their paths.
+(pressure as a bar) and each edit (tool results cleared or clamped), prune, shrink and
+provider failure as it happens; then a side-by-side summary. Writes each run's events
+as JSONL and a pressure-over-steps PNG into the output folder and prints their paths.
 """
 
 from __future__ import annotations
@@ -14,10 +14,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .._edit_flags import describe_edits
 from ..demo.chart import draw_chart, series_from_events
 from ..demo.runner import FLAVORS, DemoOptions, DemoRun, run_scenario
 from ..emulator.server import DEFAULT_TOKENIZER
 from ..events import (
+    ContextEdited,
     ContextEmergencyShrink,
     ContextPressure,
     Event,
@@ -28,7 +30,7 @@ from ..events import (
     TranscriptPruned,
 )
 from ..sinks import JsonlSink
-from ._common import CliError, Output, positive_int
+from ._common import CliError, Output, add_edit_options, edits_of, edits_summary, positive_int
 
 __all__ = ["register", "run"]
 
@@ -56,6 +58,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         "--out", default="windowguard-demo", help="output folder (./windowguard-demo)"
     )
     parser.add_argument("--no-chart", action="store_true", help="skip the PNG chart")
+    add_edit_options(parser)
     parser.set_defaults(handler=run)
 
 
@@ -68,10 +71,29 @@ class _Progress:
         self.tool_calls = 0
         self.step = 0
         self.held = False
+        self.edits: list[dict[str, Any]] = []
+
+    def _edited(self) -> None:
+        """One line for the edits a fit made (its events come one per message)."""
+        if self.edits:
+            mark = "✎" if self.out.rich else "~"
+            self.out.line(f"{self.tag}   {mark} {edits_summary(self.edits)}", style="cyan")
+            self.edits = []
 
     def __call__(self, event: Event) -> None:
         out = self.out
         cut, down, fail = ("✂", "↓", "✗") if out.rich else ("-", "v", "x")
+        if isinstance(event, ContextEdited):
+            if event.new and event.edit != "drop":  # a drop is told by its prune line
+                self.edits.append(
+                    {
+                        "kind": event.edit,
+                        "messages": event.messages,
+                        "tokens_freed": event.tokens_freed,
+                    }
+                )
+            return
+        self._edited()
         if isinstance(event, ModelCall):
             self.tool_calls, self.step = event.tool_calls, event.step + 1
         elif isinstance(event, ContextPressure):
@@ -158,6 +180,8 @@ def summary_rows(managed: DemoRun, unmanaged: DemoRun) -> list[list[str]]:
         ("tool calls run", lambda r: str(r.tool_calls)),
         ("peak pressure (reported)", lambda r: f"{r.peak_pressure:.0%}"),
         ("window used (mean prompt, last 2/3)", lambda r: f"{r.window_use:.0%}"),
+        ("sends that edited tool results", lambda r: str(r.edited_sends)),
+        ("tool results cleared / clamped", lambda r: f"{r.cleared_results} / {r.clamped_results}"),
         ("pruned sends (new cuts)", lambda r: f"{r.prunes} ({r.new_cuts})"),
         ("turns out of view at the end", lambda r: str(r.dropped_turns)),
         ("max_tokens shrinks", lambda r: str(r.shrinks)),
@@ -182,6 +206,7 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         max_tokens=args.max_tokens,
         tokenizer=args.tokenizer,
+        edits=edits_of(args),
     )
     folder = Path(args.out)
     try:
@@ -196,6 +221,7 @@ def run(args: argparse.Namespace) -> int:
         f"max_tokens {options.max_tokens}, seed {options.seed}",
         style="bold",
     )
+    out.line(f"guarded run {describe_edits(options.edits)}")
     runs: list[DemoRun] = []
     paths: list[Path] = []
     for managed, tag, title in (

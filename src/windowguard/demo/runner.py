@@ -20,10 +20,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from ..catalog import ModelInfo
+from ..edits.config import EditStage
 from ..emulator import Emulator, EmulatorRequest, Reply, ToolCall
 from ..emulator.scenarios import arguments_from_schema
 from ..emulator.server import DEFAULT_TOKENIZER
 from ..events import (
+    ContextEdited,
     ContextEmergencyShrink,
     ContextPressure,
     Event,
@@ -76,6 +78,8 @@ class DemoOptions:
         max_tokens: the reply budget each request asks for.
         tokenizer: the emulator's tokenizer (name, ``.tiktoken`` or ``tokenizer.json``).
         max_parallel: the most tool calls in one round.
+        edits: the guarded run's edit stages (None: ``wg.DEFAULT_EDITS``, which clamp
+            and clear tool results before whole turns are dropped; ``()``: drop only).
     """
 
     context_window: int = 8192
@@ -85,6 +89,7 @@ class DemoOptions:
     max_tokens: int = 1024
     tokenizer: str = DEFAULT_TOKENIZER
     max_parallel: int = 2
+    edits: Sequence[EditStage] | None = None
 
     def __post_init__(self) -> None:
         if self.flavor not in FLAVORS:
@@ -149,6 +154,10 @@ class DemoRun:
         window_use: the mean reported prompt over the last two-thirds of the calls, as a
             share of the window less the reply budget (``max_tokens``): how much of what
             the prompt may use it did use.
+        edited_sends: sends where the edit stages newly cleared or clamped tool results
+            (or cleared calls' arguments); a result once edited stays so on later sends.
+        cleared_results: tool results replaced by a placeholder, over the run.
+        clamped_results: tool results cut to their head and tail, over the run.
         prunes: sends where oldest turns were left out.
         new_cuts: prunes where the cut moved (between them the same cut is held, so
             the prompt prefix stays stable for provider caches).
@@ -171,6 +180,9 @@ class DemoRun:
     pressures: tuple[float, ...]
     peak_pressure: float
     window_use: float
+    edited_sends: int = 0
+    cleared_results: int = 0
+    clamped_results: int = 0
     prunes: int
     new_cuts: int
     dropped_turns: int
@@ -245,7 +257,11 @@ def run_scenario(options: DemoOptions, *, managed: bool, sinks: Sequence[Sink] =
         provider = _provider(emulator, options)
         try:
             info = _with_tokenizer_family(provider.model_info(), options.tokenizer)
-            manager = ContextWindowManager(MODEL, model_info=info) if managed else None
+            manager = (
+                ContextWindowManager(MODEL, model_info=info, edits=options.edits)
+                if managed
+                else None
+            )
             loop = ToolLoop(
                 provider,
                 tools=project_tools(),
@@ -271,6 +287,7 @@ def run_scenario(options: DemoOptions, *, managed: bool, sinks: Sequence[Sink] =
     calls = sum(1 for e in events if isinstance(e, ModelCall))
     errors = [e for e in events if isinstance(e, ProviderErrorEvent)]
     pruned = [e for e in events if isinstance(e, TranscriptPruned)]
+    edited = [e for e in events if isinstance(e, ContextEdited) and e.new and e.edit != "drop"]
     return DemoRun(
         managed=managed,
         termination=result.termination.name,
@@ -279,6 +296,9 @@ def run_scenario(options: DemoOptions, *, managed: bool, sinks: Sequence[Sink] =
         pressures=pressures,
         peak_pressure=max(pressures, default=0.0),
         window_use=sum(tail) / len(tail) / usable if tail and usable > 0 else 0.0,
+        edited_sends=_edited_sends(events),
+        cleared_results=sum(len(e.messages) for e in edited if e.edit == "clear"),
+        clamped_results=sum(len(e.messages) for e in edited if e.edit == "clamp"),
         prunes=len(pruned),
         new_cuts=sum(1 for e in pruned if getattr(e, "new_cut", True)),
         dropped_turns=pruned[-1].dropped_turns if pruned else 0,
@@ -292,6 +312,18 @@ def run_scenario(options: DemoOptions, *, managed: bool, sinks: Sequence[Sink] =
         window_source=info.source,
         events=events,
     )
+
+
+def _edited_sends(events: Sequence[Event]) -> int:
+    """Model calls whose request the edit stages newly changed (a fit's edits come
+    before its call; a refused fit sends nothing)."""
+    sends, pending = 0, False
+    for event in events:
+        if isinstance(event, ContextEdited) and event.new and event.edit != "drop":
+            pending = True
+        elif isinstance(event, ModelCall):
+            sends, pending = sends + pending, False
+    return sends
 
 
 def run_demo(
