@@ -173,7 +173,15 @@ class Row:
     seconds: float
 
 
-def run_one(family: str, window: int, max_tokens: int, scenario: str, turns: int) -> Row:
+EDITS = {"drop only": (), "default": None}
+"""The edit policies a run may use: ``edits=()`` measures the accounting alone (every
+send fills the window as far as the counts allow); the default edits clear old results
+down to 30 % of the budget, which lowers window use by design."""
+
+
+def run_one(
+    family: str, window: int, max_tokens: int, scenario: str, turns: int, edits: str
+) -> Row:
     counter = local_tokenizer(family)
     if counter is None:
         raise SystemExit(f"no exact {family} tokenizer is installed")
@@ -206,7 +214,9 @@ def run_one(family: str, window: int, max_tokens: int, scenario: str, turns: int
         provider = wg.OpenAIChatProvider(
             f"edge-{family}", base_url=emu.base_url, api_key="bench", discover=False
         )
-        manager = wg.ContextWindowManager(model_info=wg.ModelInfo(window, tokenizer=family))
+        manager = wg.ContextWindowManager(
+            model_info=wg.ModelInfo(window, tokenizer=family), edits=EDITS[edits]
+        )
         try:
             loop = wg.ToolLoop(
                 provider,
@@ -320,6 +330,9 @@ def main() -> int:
     parser.add_argument("--families", nargs="*", default=None, choices=FAMILIES)
     parser.add_argument("--scenarios", nargs="*", default=list(SCENARIOS), choices=SCENARIOS)
     parser.add_argument("--turns", type=int, default=None, help=f"tool turns (default {TURNS})")
+    parser.add_argument(
+        "--edits", choices=list(EDITS), default="drop only", help="the manager's edits"
+    )
     args = parser.parse_args()
     families = args.families or (["o200k", "mistral"] if args.quick else list(FAMILIES))
     turns = args.turns or (40 if args.quick else TURNS)
@@ -329,10 +342,11 @@ def main() -> int:
     print(
         f"\n{turns} tool turns per run (1-2 fetch calls each), content by quarter: "
         f"{' -> '.join(PHASES)}; vLLM flavour, no count endpoint, the family's exact "
-        "local tokenizer installed.\n"
+        f"local tokenizer installed; edits: {args.edits} "
+        f"(`edits={EDITS[args.edits]!r}`).\n"
     )
     rows = [
-        run_one(family, window, max_tokens, scenario, turns)
+        run_one(family, window, max_tokens, scenario, turns, args.edits)
         for window, max_tokens in WINDOWS
         for scenario in args.scenarios
         for family in families
