@@ -546,6 +546,14 @@ class Outcome:
     seconds: float = 0.0
 
 
+EDITS: dict[str, object] = {"drop only": (), "default": None}
+"""The edit policies a sweep may run with: ``edits=()`` (the default here) measures the
+accounting alone, every send filled as far as the counts allow; the library's default
+edits clamp a result over a quarter of the budget and clear old ones, so fewer sends
+come near the edge at all."""
+edits_policy = "drop only"
+
+
 def make_manager(case: Case, mode: str) -> wg.ContextWindowManager:
     """The manager of a case: by model name (the catalog's family) or by ModelInfo."""
     info = wg.ModelInfo(
@@ -555,7 +563,10 @@ def make_manager(case: Case, mode: str) -> wg.ContextWindowManager:
     )
     model = MODEL_NAMES[case.family] if case.by_model_name else None
     manager = wg.ContextWindowManager(
-        model, model_info=info, counter="heuristic" if mode == "heuristic" else None
+        model,
+        model_info=info,
+        counter="heuristic" if mode == "heuristic" else None,
+        edits=EDITS[edits_policy],  # type: ignore[arg-type]
     )
     if manager.model_info.tokenizer != case.family:
         raise AssertionError(f"{model} resolved to {manager.model_info.tokenizer}")

@@ -249,7 +249,14 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--modes", nargs="*", default=list(MODES), choices=MODES)
     parser.add_argument("--progress", action="store_true", help="progress lines on stderr")
+    parser.add_argument(
+        "--edits",
+        choices=list(_edge.EDITS),
+        default="drop only",
+        help="the managers' edits (default: drop only, the accounting alone)",
+    )
     args = parser.parse_args()
+    _edge.edits_policy = args.edits
     cases = args.cases if args.cases is not None else (CASES // 10 if args.quick else CASES)
 
     started = time.perf_counter()
@@ -258,7 +265,8 @@ def main() -> int:
     print(
         f"\n{cases:,} random runs, seed {args.seed}; truth: {_edge.TRUTH}, "
         "Anthropic and Responses requests converted to chat form by the emulator's "
-        "parsers (tool results as tool messages).\n"
+        "parsers (tool results as tool messages). Edits: "
+        f"{args.edits} (`edits={_edge.EDITS[args.edits]!r}`).\n"
     )
     sweep = run_sweep(cases, args.seed, args.modes, progress=args.progress)
     print(

@@ -89,3 +89,12 @@ def _environment() -> dict[str, str]:
     env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"  # never fetch LiteLLM's map from GitHub
     env.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
     return env
+
+
+def test_the_counter_snippet_runs_as_written() -> None:
+    """README "Counting tokens": a caller's own counter is used and named."""
+    text = README.read_text(encoding="utf-8")
+    start = text.index("Plug in your own exact tokenizer")
+    code = re.search(r"```python\n(.*?)```", text[start:], re.S)
+    assert code is not None
+    exec(compile(code.group(1), "README.md", "exec"), {})
