@@ -507,16 +507,16 @@ class LoopMachine:
         usage = response.usage
         reported = usage.input_tokens if usage is not None else None
         run.last_usage = reported if reported is not None else NO_USAGE
-        if reported is not None and usage is not None and usage.cache_read_tokens:
-            if self.format != "anthropic":
-                # Hand the manager the cached tokens beside the prompt count, as the
-                # provider reported them: some OpenAI-compatible servers leave them out of
-                # prompt_tokens, which the manager detects and corrects (decision 0004).
-                # (Anthropic's input_tokens is already the sum of its three fields.)
-                run.last_usage = {
-                    "prompt_tokens": reported,
-                    "prompt_tokens_details": {"cached_tokens": usage.cache_read_tokens},
-                }
+        cached = usage.cache_read_tokens if usage is not None else 0
+        if reported is not None and cached and self.format != "anthropic":
+            # Hand the manager the cached tokens beside the prompt count, as the provider
+            # reported them: some OpenAI-compatible servers leave them out of
+            # prompt_tokens, which the manager detects and corrects (decision 0004).
+            # (Anthropic's input_tokens is already the sum of its three fields.)
+            run.last_usage = {
+                "prompt_tokens": reported,
+                "prompt_tokens_details": {"cached_tokens": cached},
+            }
         run.reported = reported
         run.usage = RunUsage(
             input_tokens=run.usage.input_tokens + (reported or 0),
