@@ -795,31 +795,41 @@ class ContextWindowManager:
         return Summarized(message=summary.message, key=key, shape=shape, raw=raw, bound=bound)
 
     def _fold(self, ctx: FitContext, dropped: int) -> Generator[Query, Any, EditRecord | None]:
-        """Fold the whole turns this send would lose into the run's summary: the turns
-        after the previous summary up to the cut (never the newest ``keep_turns``), with
-        room kept for the summary itself. A summary that would not be smaller than what
-        it stands for is not used (and the next send drops without asking again)."""
+        """Fold the whole turns this send would lose (or, once the request reaches the
+        stage's ``trigger``, old turns) into the run's summary: the turns after the
+        previous summary up to the cut and beyond, in one block down to the low-water
+        mark (never the newest ``keep_turns``), with room kept for the summary itself.
+        A summary that would not be smaller than what it stands for is not used (and the
+        next send drops without asking again)."""
         config = self._stages.summarize
         state = self._edit_state
         assert config is not None
+        budget = ctx.budget.input_tokens
+        cost = ctx.cost_function(self._factors)
+        trigger = config.trigger
+        limit = None
+        if trigger is not None:
+            limit = trigger if isinstance(trigger, int) else int(trigger * budget)
+        if dropped <= ctx.first_turn and (limit is None or cost(ctx.first_turn) < limit):
+            return None  # no turn would be lost and no trigger is reached: nothing to fold
         if state.barren:
             state.barren = False  # one send without a summary, then try again
             return None
         starts = ctx.seg.turn_starts
         last_foldable = len(starts) - config.keep_turns
-        budget = ctx.budget.input_tokens
         previous = state.summary
         reserve = (previous.tokens if previous is not None else 0) + min(1_024, budget // 10)
         target = dropped
-        trigger = config.trigger
-        # Fold a block, down to the low-water mark, so the summarizer is not asked again
-        # on the next few sends.
-        threshold = min(budget - reserve, int(budget * self.low_water))
-        if trigger is not None:
-            threshold = min(
-                threshold, trigger if isinstance(trigger, int) else int(trigger * budget)
-            )
-        cost = ctx.cost_function(self._factors)
+        # Fold a block, down to the low-water mark of the budget (of the trigger, when it
+        # is lower) and far enough below it to hold the next ``hold_turns`` typical turns
+        # (as the clear stage does), with room kept for the summary: the summarizer is
+        # then not asked again on the next few sends.
+        ceiling = budget if limit is None else min(budget, limit)
+        mark = int(ceiling * self.low_water)
+        if self.hold_turns:
+            hold = self.hold_turns * ctx.typical_turn(self._factors)
+            mark = max(min(mark, ceiling - hold), ceiling // 4)
+        threshold = mark - reserve
         if cost(target) > threshold:
             found = turns_to_drop(cost=cost, turns=len(starts), budget=threshold)
             target = len(starts) - 1 if found is None else max(found, target)
