@@ -69,17 +69,22 @@ def damaged_stretch(ctx: FitContext, problems: Sequence[Problem]) -> tuple[int, 
 def plan_damaged(ctx: FitContext, problems: Sequence[Problem], factors: Factors) -> DamagedPlan:
     """The request keeping the most whole turns around the damaged stretch that fits the
     budget; or, when none does, the smallest one (head + stretch + newest turn) with
-    ``fits=False`` for the caller to send shrunk or refuse."""
+    ``fits=False`` for the caller to send shrunk or refuse. The turns a summary stands
+    for (before ``ctx.first_turn``, the stretch after them) are never kept, and count as
+    dropped."""
     seg = ctx.seg
     budget = ctx.budget.input_tokens
     start, stop = damaged_stretch(ctx, problems)
     head = tuple(range(seg.head_stop))
-    before = [t for t in seg.turn_starts if t < start]
+    folded = ctx.first_turn
+    if stop <= seg.head_stop:  # all the damage is in the head: no stretch of turns
+        start = stop = ctx.kept_from(0)
+    before = [t for t in seg.turn_starts[folded:] if t < start]
     # 1. drop whole turns before the stretch, oldest first: head + [kept_from, end)
     candidates = [*before, start] if before else [start]
-    for dropped, kept_from in enumerate(candidates):
+    for dropped, kept_from in enumerate(candidates, start=folded):
         count = ctx.count(kept_from, factors)
-        if count.tokens <= budget or (stop >= seg.length and dropped == len(candidates) - 1):
+        if count.tokens <= budget or (stop >= seg.length and kept_from == candidates[-1]):
             fits = count.tokens <= budget
             return DamagedPlan(
                 kept=head + tuple(range(kept_from, seg.length)),
@@ -102,7 +107,7 @@ def plan_damaged(ctx: FitContext, problems: Sequence[Problem], factors: Factors)
         tokens = upper if ctx.use_upper else best
         smallest = DamagedPlan(
             kept=head + tuple(range(start, stop)) + tuple(range(kept_from, seg.length)),
-            dropped_turns=len(before) + dropped,
+            dropped_turns=folded + len(before) + dropped,
             count=Count(
                 tokens=tokens,
                 best=best,
@@ -119,7 +124,7 @@ def plan_damaged(ctx: FitContext, problems: Sequence[Problem], factors: Factors)
         count = ctx.count(start, factors)
         return DamagedPlan(
             kept=head + tuple(range(start, seg.length)),
-            dropped_turns=len(before),
+            dropped_turns=folded + len(before),
             count=count,
             kept_from=start,
             fits=count.tokens <= budget,

@@ -62,7 +62,7 @@ from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from ._damaged import plan_damaged
+from ._damaged import damaged_stretch, plan_damaged
 from ._decide import Policy, candidate, choose, near_edge, refuse_or_keep
 from ._editing import (
     EditState,
@@ -1194,7 +1194,13 @@ class ContextWindowManager:
         problems: tuple[Problem, ...],
         events: list[Event],
     ) -> Fit:
-        """Keep the damaged stretch whole and prune whole turns around it (``_damaged``)."""
+        """Keep the damaged stretch whole and prune whole turns around it (``_damaged``),
+        with the run's summary after the head standing for the turns it folded (unless
+        the damage lies among them: they are then sent, and the summary is not)."""
+        if ctx.summary is not None:
+            start, stop = damaged_stretch(ctx, problems)
+            if stop > ctx.seg.head_stop and start < ctx.kept_from(0):
+                ctx.summarize(None, 0)
         plan = plan_damaged(ctx, problems, self._factors)
         if not plan.fits and self._count_locally(ctx):
             plan = plan_damaged(ctx, problems, self._factors)
@@ -1213,6 +1219,9 @@ class ContextWindowManager:
         )
         sent = ctx.run.patched(list(messages), 0)
         kept = [sent[i] for i in plan.kept]
+        dropped_messages = len(messages) - len(kept)
+        if ctx.summary is not None:
+            kept.insert(ctx.seg.head_stop, ctx.summary.message)
         logger.warning(
             "transcript is damaged (%s); the damaged stretch is sent whole%s",
             "; ".join(described[:3]),
@@ -1233,14 +1242,13 @@ class ContextWindowManager:
             events.append(
                 TranscriptPruned(
                     dropped_turns=plan.dropped_turns,
-                    dropped_messages=len(messages) - len(kept),
+                    dropped_messages=dropped_messages,
                     kept_messages=len(kept),
                     tokens_before=ctx.cost_function(self._factors)(0),
                     tokens_after=plan.count.tokens,
                     budget=ctx.budget.input_tokens,
                 )
             )
-        dropped_messages = len(messages) - len(kept)
         return self._result(
             kept, ctx, plan.count, plan.dropped_turns, dropped_messages, problems, events, 0
         )
