@@ -107,19 +107,21 @@ class EditState:
         self.records[id(original)] = (original, record)
 
 
-def _scan(ctx: FitContext, start: int) -> list[ResultRef]:
+def _scan(ctx: FitContext, start: int, *, original: bool = False) -> list[ResultRef]:
     """The tool results of the turn holding message ``start`` and every later one (of
     the whole transcript when ``start`` lies in the head), in what is sent (an earlier
-    edit's copy where there is one), with the transcript's indices and turn numbers."""
+    edit's copy where there is one; ``original``: in the caller's own messages), with
+    the transcript's indices and turn numbers."""
     seg = ctx.seg
     starts = seg.turn_starts
     fmt = ctx.run.format
+    messages = ctx.run.seen if original else ctx.run.effective
     turn = bisect_right(starts, start) - 1
     if start < seg.head_stop or turn < 0:
-        return tool_results(ctx.run.effective[: ctx.end], fmt, seg.head_stop, starts)
+        return tool_results(messages[: ctx.end], fmt, seg.head_stop, starts)
     first = starts[turn]
     relative = [starts[j] - first for j in range(turn, len(starts))]
-    found = tool_results(ctx.run.effective[first : ctx.end], fmt, 0, relative)
+    found = tool_results(messages[first : ctx.end], fmt, 0, relative)
     return [
         replace(
             r,
@@ -174,6 +176,8 @@ def clamp_new(
     texts: dict[int, dict[int, str]] = {}
     records: dict[int, EditRecord] = {}
     newest = ctx.newest
+    run = ctx.run
+    originals: dict[tuple[int, int], ResultRef] | None = None
     for ref in _scan(ctx, start):
         if ref.index < start or (newest_only and ref.index < newest):
             continue
@@ -185,15 +189,23 @@ def clamp_new(
         before = count(ref.text)
         if before <= limit:
             continue
+        whole = ref
+        if run.effective[ref.index] is not run.seen[ref.index]:
+            # Sent as an earlier edit's copy (clamped already): cut the caller's own output
+            # again, so the marker counts all of it and the spill store keeps all of it
+            # (under the same handle as the first time), never a clamp of a clamp.
+            if originals is None:
+                originals = {(r.index, r.part): r for r in _scan(ctx, start, original=True)}
+            whole = originals.get((ref.index, ref.part), ref)
         spilled = None
         if config.spill is not None:
             try:
-                spilled = config.spill.put(ref.text, tool_name=ref.tool_name or None)
+                spilled = config.spill.put(whole.text, tool_name=ref.tool_name or None)
             except (WindowGuardError, OSError) as exc:  # a full store clamps without it
                 logger.warning("could not keep the whole %s output (%s)", ref.tool_name, exc)
         try:
             cut = clamp_text(
-                ref.text, limit, count, config.keep, spilled, error=ref.is_error or None
+                whole.text, limit, count, config.keep, spilled, error=whole.is_error or None
             )
         except WindowGuardError as exc:  # the limit cannot hold even the marker
             logger.warning(
