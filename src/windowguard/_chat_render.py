@@ -145,9 +145,17 @@ def render(
     messages: Sequence[Mapping[str, Any]],
     tools: Sequence[Mapping[str, Any]] | None,
     template: str,
+    *,
+    keep_reasoning: bool = False,
 ) -> Rendered:
+    """The pieces of the prompt ``template``'s server renders for a request.
+
+    ``keep_reasoning`` renders every assistant message's reasoning as the template
+    renders it after the last user query (Qwen3's ``<think>`` block), wherever the
+    message stands: the most it can add to any prompt, for counting a message on its own.
+    """
     if template == "qwen":
-        return _render_qwen(messages, tools)
+        return _render_qwen(messages, tools, keep_reasoning=keep_reasoning)
     if template == "llama3":
         return _render_llama3(messages, tools)
     if template == "mistral":
@@ -171,10 +179,14 @@ _IM_END = Special("<|im_end|>")
 
 
 def _render_qwen(
-    messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None
+    messages: Sequence[Mapping[str, Any]],
+    tools: Sequence[Mapping[str, Any]] | None,
+    *,
+    keep_reasoning: bool = False,
 ) -> Rendered:
     tool_list = _tool_dicts(tools)
     roles = [_role(m, i) for i, m in enumerate(messages)]
+    last_query = _qwen_last_query(messages, roles)
     out: Rendered = []
     first_is_system = bool(roles) and roles[0] == "system"
     if tool_list:
@@ -196,10 +208,15 @@ def _render_qwen(
             out += [(index, _IM_START), (index, f"{role}\n{content}"), (index, _IM_END)]
             out.append((index, "\n"))
         elif role == "assistant":
-            text = f"assistant\n{content}"
-            if index == len(messages) - 1:
-                # Qwen3 opens an (empty) think block on a trailing assistant message.
-                text = f"assistant\n<think>\n\n</think>\n\n{content.lstrip(chr(10))}"
+            content, reasoning = _qwen_reasoning(message, content)
+            # After the last user query, Qwen3 writes the reasoning in a think block (an
+            # empty one on a trailing message); before it, the reasoning is dropped.
+            last = index == len(messages) - 1
+            if (keep_reasoning or index > last_query) and (last or reasoning):
+                thought = reasoning.strip("\n")
+                text = f"assistant\n<think>\n{thought}\n</think>\n\n{content.lstrip(chr(10))}"
+            else:
+                text = f"assistant\n{content}"
             for n, (_, name, parsed, raw) in enumerate(_calls(message)):
                 arguments = raw if isinstance(parsed, str) else _tojson(parsed)
                 sep = "\n" if (n == 0 and content) or n > 0 else ""
@@ -214,6 +231,33 @@ def _render_qwen(
                 out += [(index, _IM_END), (index, "\n")]
     out += [(REQUEST, _IM_START), (REQUEST, "assistant\n")]
     return out
+
+
+def _qwen_last_query(messages: Sequence[Mapping[str, Any]], roles: Sequence[str]) -> int:
+    """The template's ``last_query_index``: the last user message that is not a tool
+    response written as a user turn; the last message when there is none."""
+    for index in range(len(messages) - 1, -1, -1):
+        if roles[index] != "user":
+            continue
+        content = _str_content(messages[index], index, _JOIN)
+        if not (content.startswith("<tool_response>") and content.endswith("</tool_response>")):
+            return index
+    return len(messages) - 1
+
+
+def _qwen_reasoning(message: Mapping[str, Any], content: str) -> tuple[str, str]:
+    """The content and the reasoning of an assistant message, as the template reads
+    them: ``reasoning_content`` (vLLM passes a ``reasoning`` field on as it), else the
+    think block the content itself holds, which is then cut from the content."""
+    reasoning = message.get("reasoning_content")
+    if reasoning is None:
+        reasoning = message.get("reasoning")
+    if reasoning is not None:
+        return content, str(reasoning)
+    if "</think>" in content:
+        parts = content.split("</think>")
+        return parts[-1].lstrip("\n"), parts[0].rstrip("\n").split("<think>")[-1].lstrip("\n")
+    return content, ""
 
 
 # Llama 3.1 / 3.3 Instruct (Hugging Face chat template; tools_in_user_message=true).

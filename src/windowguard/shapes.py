@@ -63,6 +63,10 @@ class Segment:
     ``tool_result`` block in a user message): the index, in the shape's ``answers``, of
     the result it belongs to, so exact accounting can render each result as the tool
     message its server makes of it; None for any other segment."""
+    reasoning: bool = False
+    """For the model's reasoning carried in an assistant message (``reasoning_content``,
+    an Anthropic ``thinking`` block): chat templates frame it apart from the content
+    (Qwen3's ``<think>`` block), so exact accounting renders it there."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

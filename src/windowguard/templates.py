@@ -13,7 +13,9 @@ the emulator and the tests count what a real server counts:
 * ``"llama3"`` -- the Llama 3.1/3.3 Instruct Hugging Face chat template (tools in
   the first user message, ``tojson(indent=4)`` schemas, ``ipython`` tool results).
 * ``"qwen"`` -- the Qwen3 / Qwen2.5 ChatML template (``<tools>`` in the system
-  message, ``<tool_call>`` / ``<tool_response>`` blocks).
+  message, ``<tool_call>`` / ``<tool_response>`` blocks; an assistant message's
+  ``reasoning_content``, or a think block in its content, in a ``<think>`` block after
+  the last user query and dropped before it).
 * ``"mistral"`` -- mistral-common's v3 (Tekken) instruct format: ``[AVAILABLE_TOOLS]``
   before the last user message, the system prompt folded into it, ``[TOOL_CALLS]`` and
   ``[TOOL_RESULTS]`` blocks; a result that is JSON is written as parsed JSON, as
@@ -148,6 +150,9 @@ def count_message(counter: TokenCounter, message: Mapping[str, Any], *, template
     user message) and the pieces it owns are counted. Grouping a template does across
     messages (Qwen writes one user turn around consecutive tool results) is charged to
     every message, so a sum over messages stays at or above the whole prompt's count.
+    For the same reason an assistant message's reasoning is counted in the think block
+    Qwen3 writes it in after the last user query, wherever the message stands (before
+    that query the template drops it).
 
     Args:
         counter: the family's exact tokenizer.
@@ -213,7 +218,8 @@ def message_pieces(
     if roles[-1] in ("assistant", "system"):
         context.append({"role": "user", "content": ""})
     owned = range(offset, offset + len(messages))
-    pieces = [piece for owner, piece in render(context, None, template) if owner in owned]
+    rendered = render(context, None, template, keep_reasoning=True)
+    pieces = [piece for owner, piece in rendered if owner in owned]
     return split_pieces(pieces)
 
 

@@ -19,7 +19,7 @@ __all__ = ["chat_messages"]
 _ROLE_OF: Final = {"system": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
 
 
-def chat_messages(shape: Shape) -> list[dict[str, Any]]:
+def chat_messages(shape: Shape, *, reasoning_apart: bool = False) -> list[dict[str, Any]]:
     """The OpenAI Chat messages a chat server renders for the message ``shape`` was
     taken from.
 
@@ -36,13 +36,23 @@ def chat_messages(shape: Shape) -> list[dict[str, Any]]:
     Responses ``function_call_output`` items become tool messages. A shape's several
     text segments are the parts of a list ``content``, joined as the family's server
     joins them (:mod:`windowguard.templates`).
+
+    With ``reasoning_apart``, the model's reasoning (``reasoning_content``, an Anthropic
+    ``thinking`` block, a Responses reasoning item) is the message's
+    ``reasoning_content``, which a template frames apart from the content (Qwen3's
+    ``<think>`` block); without, it is one more text part of the content, at least what a
+    template without a place for it shows of it (it drops it).
     """
     role = _ROLE_OF.get(shape.kind, "user")
     if role == "user" and shape.answers:
         return _results_and_text(shape)
     texts: list[str] = []
+    reasoning: list[str] = []
     calls: list[dict[str, Any]] = []
     for segment in shape.segments:
+        if reasoning_apart and role == "assistant" and (segment.reasoning or shape.reasoning):
+            reasoning.append(segment.text)
+            continue
         cut = segment.name_length
         if cut is None or role != "assistant":
             texts.append(segment.text)
@@ -56,6 +66,8 @@ def chat_messages(shape: Shape) -> list[dict[str, Any]]:
             }
         )
     message: dict[str, Any] = {"role": role, "content": _content(texts)}
+    if reasoning:
+        message["reasoning_content"] = "\n".join(reasoning)
     if calls:
         message["tool_calls"] = calls
     if role == "tool":

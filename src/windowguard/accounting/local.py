@@ -42,7 +42,11 @@ and on generated chat, Anthropic and Responses requests against reference render
 the tests). :meth:`TemplateAccounting.messages_tokens` gives the same counts as
 :meth:`TemplateAccounting.message_tokens` one by one. Where a template joins texts
 (Mistral writes the system prompt into the last user message, and the joined text can
-take a token more than its parts), the framing carries that allowance.
+take a token more than its parts), the framing carries that allowance. An assistant
+message's reasoning is charged in the think block Qwen3 writes it in after the last
+user query, wherever the message stands: a count kept per message cannot know where the
+last query of a request holding it is (one message is in many requests), so reasoning
+before that query, which the template drops, is the one place it counts well above.
 """
 
 from __future__ import annotations
@@ -127,6 +131,11 @@ _JOIN_TOKENS: Final = {"mistral": 2}
 
 # Fixed cost of one image, audio clip or document, as the estimator's priors charge it.
 _MEDIA_TOKENS: Final = 1600
+
+# Templates that write an assistant message's reasoning apart from its content (Qwen3's
+# think block). The others are counted with the reasoning as a text of the content: at
+# least what their servers show of it (the Llama 3 and Mistral templates drop it).
+_REASONING_APART: Final = frozenset({"qwen"})
 
 
 class _Missing(Exception):
@@ -520,8 +529,10 @@ class TemplateAccounting:
         fixed: list[int] = []
         spans: list[int] = []
         texts: list[str] = []
+        apart = self.template in _REASONING_APART
         for shape in shapes:
-            controls, pieces = message_pieces(chat_messages(shape), template=self.template)
+            chat = chat_messages(shape, reasoning_apart=apart)
+            controls, pieces = message_pieces(chat, template=self.template)
             fixed.append(controls + _MEDIA_TOKENS * shape.media_items)
             spans.append(len(pieces))
             texts += pieces

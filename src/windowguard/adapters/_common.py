@@ -74,9 +74,9 @@ def _fallback(value: object) -> object:
     return str(value)
 
 
-def segment(content_class: ContentClass, text: str) -> Segment:
+def segment(content_class: ContentClass, text: str, *, reasoning: bool = False) -> Segment:
     """A segment; kept as a function so adapters read uniformly."""
-    return Segment(content_class=content_class, text=text)
+    return Segment(content_class=content_class, text=text, reasoning=reasoning)
 
 
 def call_segment(name: str, arguments: str) -> Segment:

@@ -109,7 +109,7 @@ def _blocks(
         elif kind == "thinking":
             text = field(block, "thinking")
             if isinstance(text, str):
-                segments.append(segment("prose", text))
+                segments.append(segment("prose", text, reasoning=True))
         elif kind == "redacted_thinking":
             data = field(block, "data")
             if isinstance(data, str):

@@ -74,7 +74,7 @@ def _assistant(get: Callable[..., Any]) -> Shape:
     extra: list[Segment] = []
     reasoning = get("reasoning_content") or get("reasoning")
     if isinstance(reasoning, str) and reasoning:
-        extra.append(segment("prose", reasoning))
+        extra.append(segment("prose", reasoning, reasoning=True))
     opens: list[str] = []
     tool_calls = get("tool_calls")
     if tool_calls is not None:
