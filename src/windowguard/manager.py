@@ -392,11 +392,16 @@ class ContextWindowManager:
 
     def observe_usage(self, last_usage: object) -> None:
         """Attribute the prompt tokens reported for the last fitted request (the ledger),
-        and grow the calibration from what they newly measured."""
+        and grow the calibration from what they newly measured.
+
+        A report of 0 prompt tokens measures nothing: every request the manager fits has
+        framing at least, and servers and SDKs (the Agents SDK, LiteLLM, pydantic-ai)
+        report a missing usage as zeros. Taken as exact, it would leave the whole
+        request uncounted and ``max_tokens`` sized into what it fills."""
         if last_usage is NO_USAGE:
             return
         reported = prompt_tokens_from_usage(last_usage)
-        if reported is None:
+        if not reported:
             return
         cached = cached_tokens_from_usage(last_usage)
         if cached and not self._cached_apart:

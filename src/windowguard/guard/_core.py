@@ -417,7 +417,7 @@ class Send:
         or a late stream's usage never measures another request.
         """
         try:
-            reported = prompt_tokens_from_usage(usage)
+            reported = prompt_tokens_from_usage(usage) or None  # 0: a missing usage
         except ConfigurationError:
             reported = None
         conversation = self.conversation
