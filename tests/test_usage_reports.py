@@ -1,7 +1,8 @@
 """Usage reports that measure nothing: a prompt count of 0 (how servers and SDKs report a
 missing usage) or below 0 is no usage, for ``fit()``, ``ToolLoop`` and ``wg.guard``
 alike. Taken as an exact measurement, a 0 left the whole request uncounted and
-``max_tokens`` was sized into the tokens it filled (review of the accounting, item 4).
+``max_tokens`` was sized into the tokens it filled (review of the accounting, item 4);
+a negative count ended a ``ToolLoop`` run with a ConfigurationError (item 9).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import pytest
 import windowguard as wg
 from windowguard._conversations import ConversationStore
 from windowguard.events import ContextEstimate, ContextPressure, UsageMeasured
+from windowguard.providers.base import ModelRequest, Usage
+from windowguard.providers.fake import FakeCalls, FakeProvider
 
 WINDOW = 16_384
 WORDS = 1_500  # at least one token each
@@ -50,6 +53,87 @@ def test_fit_takes_a_zero_usage_as_no_usage(counter: Any, usage: object) -> None
     assert second.max_tokens is not None
     assert second.estimated_tokens + second.max_tokens <= WINDOW
     assert second.upper_tokens + second.max_tokens <= WINDOW
+
+
+@wg.tool
+def read(path: str) -> str:
+    """Read a file.
+
+    Args:
+        path: the file.
+    """
+    return "x " * 2_000
+
+
+@pytest.mark.parametrize("reported", [0, -1])
+def test_a_tool_loop_whose_provider_reports_no_prompt_tokens_counts_every_send(
+    reported: int,
+) -> None:
+    info = wg.ModelInfo(WINDOW, max_output_tokens=WINDOW, tokenizer="o200k", source="explicit")
+    provider = FakeProvider(
+        [FakeCalls(("read", {"path": "a"})), FakeCalls(("read", {"path": "b"})), "done"],
+        usage=lambda request: reported,
+        model_info=info,
+    )
+    loop = wg.ToolLoop(
+        provider,
+        tools=[read],
+        manager=wg.ContextWindowManager(model_info=info, edits=()),
+    )
+    result = loop.run([{"role": "user", "content": "go"}])
+    assert result.termination is wg.TerminationReason.COMPLETED
+    assert not any(isinstance(e, (UsageMeasured, ContextPressure)) for e in result.events)
+    estimates = [e for e in result.events if isinstance(e, ContextEstimate)]
+    assert len(estimates) == len(provider.requests) == 3
+    # each send holds one more 2,000-token result than the one before
+    assert estimates[2].upper_tokens > estimates[1].upper_tokens + 1_500
+    for estimate, request in zip(estimates, provider.requests):
+        assert request.max_tokens is not None
+        assert estimate.upper_tokens + request.max_tokens <= WINDOW
+
+
+def _openai_answering(usage: dict[str, Any]) -> openai.OpenAI:
+    def answer(request: httpx.Request) -> httpx.Response:
+        reply = {
+            "id": "c",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "m",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": "ok"},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": usage,
+        }
+        return httpx.Response(200, json=reply)
+
+    return openai.OpenAI(
+        base_url="http://test.invalid/v1",
+        api_key="k",
+        http_client=httpx.Client(transport=httpx.MockTransport(answer)),
+    )
+
+
+def test_a_negative_count_from_the_server_is_no_count_and_the_answer_stays_usable() -> None:
+    usage = {
+        "prompt_tokens": -5,
+        "completion_tokens": 3,
+        "total_tokens": -2,
+        "prompt_tokens_details": {"cached_tokens": -7},
+    }
+    client = _openai_answering(usage)
+    provider = wg.OpenAIChatProvider("m", client=client, discover=False)
+    try:
+        response = provider.complete(
+            ModelRequest(messages=[{"role": "user", "content": "hi"}], max_tokens=10)
+        )
+    finally:
+        client.close()
+    assert response.text == "ok"
+    assert response.usage == Usage(input_tokens=None, output_tokens=3, cache_read_tokens=0)
 
 
 def test_a_conversation_takes_a_recorded_zero_usage_as_no_usage() -> None:

@@ -506,6 +506,10 @@ class LoopMachine:
         assert response is not None
         usage = response.usage
         reported = usage.input_tokens if usage is not None else None
+        if reported is not None and reported <= 0:
+            # No request is 0 tokens: servers and SDKs report a missing usage as zeros,
+            # and a negative count is no count (it would break the gauge and the ledger).
+            reported = None
         run.last_usage = reported if reported is not None else NO_USAGE
         cached = usage.cache_read_tokens if usage is not None else 0
         if reported is not None and cached and self.format != "anthropic":

@@ -159,7 +159,8 @@ def field(value: object, name: str) -> object:
 
 
 def count_field(value: object, name: str, where: str, *, status: int | None) -> int | None:
-    """A token count read from ``value``: an int, or None when the server left it out.
+    """A token count read from ``value``: an int, or None when the server left it out
+    or reported one below 0 (no count; the answer itself stays usable).
 
     Raises:
         ProviderError: ``MALFORMED_RESPONSE`` for a count that is not a whole number.
@@ -169,7 +170,7 @@ def count_field(value: object, name: str, where: str, *, status: int | None) -> 
         return None
     if isinstance(count, bool) or not isinstance(count, int):
         raise malformed(f"{where}.{name} is {count!r}, not a token count", status=status)
-    return count
+    return count if count >= 0 else None
 
 
 def is_object(value: object) -> bool:
