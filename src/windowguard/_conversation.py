@@ -427,7 +427,9 @@ class Conversation:
         attributed = overflow.send is not None and overflow.send == latest
         self._overflowed = True
         self.manager.observe_overflow(
-            overflow.prompt_tokens if attributed else None, overflow.context_window
+            overflow.prompt_tokens if attributed else None,
+            overflow.context_window,
+            attributed=attributed,
         )
 
 

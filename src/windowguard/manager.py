@@ -446,7 +446,11 @@ class ContextWindowManager:
             run.ledger.forget_measurements()
 
     def observe_overflow(
-        self, prompt_tokens: int | None = None, context_window: int | None = None
+        self,
+        prompt_tokens: int | None = None,
+        context_window: int | None = None,
+        *,
+        attributed: bool = True,
     ) -> None:
         """Learn from a provider's overflow refusal of the last fitted request.
 
@@ -455,6 +459,10 @@ class ContextWindowManager:
                 lower bound): the ledger attributes it like a usage report.
             context_window: the window the provider stated; adopted when smaller than
                 the one in use (the provider knows what it serves).
+            attributed: whether the refused request is the last fitted one. False for
+                another send's refusal (a concurrent branch's, an older stream's): only
+                the window it stated is learnt, since nothing else about it describes
+                the last fitted request.
 
         The next fit treats its decision as near the edge: it counts exactly, when it
         can, before sending again. When the provider gave no numbers, the next fit sends
@@ -462,10 +470,14 @@ class ContextWindowManager:
         request was counted to need, so it drops at least one whole turn or shrinks
         ``max_tokens`` — never the same request twice.
         """
+        info = self.model_info
+        if not attributed:
+            if context_window is not None and 0 < context_window < info.context_window:
+                self._assume_window(context_window, "the provider's overflow error")
+            return
         if prompt_tokens is not None:
             self._learn_sent(prompt_tokens, "overflow error")
         self._distrust = True
-        info = self.model_info
         if context_window is not None and 0 < context_window < info.context_window:
             self._assume_window(context_window, "the provider's overflow error")
         elif prompt_tokens is None and context_window is None:
