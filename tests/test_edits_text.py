@@ -127,7 +127,14 @@ def test_the_marker_says_how_many_tokens_were_cut_and_how_to_page_the_spill() ->
     assert f"of {total:,} tokens" in marker
     cut = int(marker.split()[1].replace(",", ""))
     assert 0 < cut < total
-    assert f'read_spilled(handle="{handle}", offset=0, limit={PAGE_CHARS})' in marker
+    # the page it suggests holds about as many tokens as the clamped result (a page of
+    # PAGE_CHARS could be more than the request has room for)
+    page = (500 - 50) * len(text) // total
+    assert 0 < page < PAGE_CHARS
+    assert f'read_spilled(handle="{handle}", offset=0, limit={page})' in marker
+    assert exact(text[:page]) <= 500
+    big = clamp_text(text, total // 2, exact, spilled=handle)  # ~35,000 characters
+    assert f"offset=0, limit={PAGE_CHARS})" in big  # never more than a page
     assert f"({len(text):,} characters)" in marker
 
 

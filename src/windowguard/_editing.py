@@ -38,7 +38,7 @@ from .edits.parts import ResultRef, tool_calls, tool_results
 from .edits.records import EditRecord
 from .edits.rewrite import clear_call_inputs, replace_result_text
 from .edits.summary import arun_summarizer, run_summarizer
-from .edits.text import clamp_text, placeholder_text
+from .edits.text import PAGE_CHARS, clamp_text, placeholder_text
 from .estimate import Estimator
 from .exceptions import ConfigurationError, WindowGuardError
 
@@ -165,9 +165,11 @@ def clamp_new(
     *,
     limit: int | None = None,
     newest_only: bool = False,
+    pages: bool = False,
 ) -> list[EditRecord]:
     """Clamp every tool result from message ``start`` on that counts more than
-    ``limit`` (the stage's ``max_tokens`` by default).
+    ``limit`` (the stage's ``max_tokens`` by default); a page of a spilled output only
+    with ``pages`` (the last resort: head + newest turn cannot fit otherwise).
 
     Returns:
         The clamps made (none when nothing is over its limit).
@@ -183,7 +185,8 @@ def clamp_new(
             continue
         if ref.tool_name in config.exclude_tools or not ref.text:
             continue
-        if config.spill is not None and ref.tool_name == SPILL_TOOL:
+        page = config.spill is not None and ref.tool_name == SPILL_TOOL
+        if page and not pages:
             continue  # a page of a spilled output: already bounded, and cutting it would
             # make the model page forever
         before = count(ref.text)
@@ -198,14 +201,20 @@ def clamp_new(
                 originals = {(r.index, r.part): r for r in _scan(ctx, start, original=True)}
             whole = originals.get((ref.index, ref.part), ref)
         spilled = None
-        if config.spill is not None:
+        if config.spill is not None and not page:  # (a page's output is kept already)
             try:
                 spilled = config.spill.put(whole.text, tool_name=ref.tool_name or None)
             except (WindowGuardError, OSError) as exc:  # a full store clamps without it
                 logger.warning("could not keep the whole %s output (%s)", ref.tool_name, exc)
         try:
             cut = clamp_text(
-                whole.text, limit, count, config.keep, spilled, error=whole.is_error or None
+                whole.text,
+                limit,
+                count,
+                config.keep,
+                spilled,
+                error=whole.is_error or None,
+                page_chars=_page_chars(config.spill),
             )
         except WindowGuardError as exc:  # the limit cannot hold even the marker
             logger.warning(
@@ -248,14 +257,31 @@ def clamp_to_fit(
 ) -> list[EditRecord]:
     """Head + newest turn cannot fit: cut the newest turn's results so that together they
     use at most ``room`` tokens more than the rest of that request (each gets an equal
-    share, at least the smallest clamp)."""
+    share, at least the smallest clamp). Pages of spilled outputs are cut too: a page
+    the model asked for can be more than the request has room for, and cutting it (the
+    marker says how much) is better than ending the run."""
     refs = newest_results(ctx, config.exclude_tools)
     if not refs:
         return []
     share = max(room // len(refs), 100)
     return clamp_new(
-        ctx, config, ctx.newest, count, state, estimator, limit=share, newest_only=True
+        ctx,
+        config,
+        ctx.newest,
+        count,
+        state,
+        estimator,
+        limit=share,
+        newest_only=True,
+        pages=True,
     )
+
+
+def _page_chars(spill: object) -> int:
+    """The largest page ``spill`` returns (a :class:`~windowguard.SpillStore`'s
+    ``page_chars``; :data:`~windowguard.edits.text.PAGE_CHARS` for another store)."""
+    chars = getattr(spill, "page_chars", PAGE_CHARS)
+    return chars if type(chars) is int and chars > 0 else PAGE_CHARS
 
 
 def clear_block(

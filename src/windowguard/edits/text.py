@@ -43,7 +43,8 @@ __all__ = [
 Keep = Literal["head_tail", "head", "tail"]
 
 PAGE_CHARS = 20_000
-"""The page size a clamp marker suggests for ``read_spilled`` (characters)."""
+"""The largest page a clamp marker suggests for ``read_spilled`` (characters): the
+suggestion is what holds about as many tokens as the clamped result kept, at most this."""
 
 DEFAULT_PLACEHOLDER = "[cleared to save context: {tool}({arguments}), {tokens:,} tokens]"
 """What a cleared tool result reads, by default."""
@@ -123,6 +124,7 @@ def clamp_text(
     spilled: str | None = None,
     *,
     error: bool | None = None,
+    page_chars: int = PAGE_CHARS,
 ) -> str:
     """Cut ``text`` to at most ``max_tokens`` (by ``count``), keeping its start and/or end.
 
@@ -133,9 +135,13 @@ def clamp_text(
             count); must be deterministic.
         keep: ``"head_tail"`` (half each), ``"head"`` or ``"tail"``.
         spilled: the spill handle of the whole output, named in the marker with how to
-            page through it (``read_spilled(handle=..., offset=..., limit=...)``).
+            page through it (``read_spilled(handle=..., offset=..., limit=...)``; the
+            limit suggested is the characters of this text that count about 90 % of
+            ``max_tokens``, so a page fits where the clamped result did, and at most
+            ``page_chars``).
         error: whether the result says it failed (its failure lines are always kept);
             None: decided by :func:`~windowguard.edits.parts.looks_failed`.
+        page_chars: the largest page the store returns (characters).
 
     Returns:
         ``text`` itself when it fits, else the cut text with one marker line.
@@ -152,6 +158,9 @@ def clamp_text(
     if error is None:
         error = looks_failed(text)
     head_floor, tail_floor = _failure_lines(text) if error else (0, len(text))
+    # A page as large as the clamped result (less a tenth, for the page's header line):
+    # a page of PAGE_CHARS could itself be more than the request has room for.
+    page = min(page_chars, max(1, (max_tokens - max_tokens // 10) * len(text) // max(total, 1)))
 
     def marker(cut: int, short: bool = False) -> str:
         if short:
@@ -160,7 +169,7 @@ def clamp_text(
         if spilled is not None:
             line += (
                 f"; the whole output ({len(text):,} characters) is kept: read_spilled("
-                f'handle="{spilled}", offset=0, limit={PAGE_CHARS}) pages through it'
+                f'handle="{spilled}", offset=0, limit={page}) pages through it'
             )
         return line + " …]"
 
