@@ -294,8 +294,9 @@ def clear_block(
     estimator: Estimator,
 ) -> list[EditRecord]:
     """Clear old tool results, oldest first from message ``first`` (the first kept turn),
-    outside the newest ``keep`` turns, until at least ``need`` tokens are freed; nothing
-    when all there is to clear frees less than ``clear_at_least``.
+    outside the newest ``keep`` turns, until at least ``need`` tokens and at least
+    ``clear_at_least`` are freed; nothing when all there is to clear frees less than
+    ``clear_at_least``.
 
     Returns:
         The clears made.
@@ -338,7 +339,7 @@ def clear_block(
         if config.clear_inputs and ref.call_index is not None and ref.call_part is not None:
             calls.setdefault(ref.call_index, []).append(ref.call_part)
         freed += before - after
-        if freed >= need:
+        if freed >= max(need, config.clear_at_least):
             break
     if freed < config.clear_at_least or not texts:
         return []
