@@ -117,9 +117,9 @@ class SpillStore:
         line 2
 
     Args:
-        directory: where outputs are kept; created ``0700`` if missing (its parents with
-            the default mode). An existing directory must be a real directory of this
-            user that group and others cannot reach.
+        directory: where outputs are kept (``~`` is the user's home); created ``0700``
+            if missing (its parents with the default mode). An existing directory must
+            be a real directory of this user that group and others cannot reach.
         max_file_bytes: the largest output kept (UTF-8 bytes).
         max_total_bytes: the most the store keeps in all.
         page_chars: the default and largest page ``read`` returns (characters).
@@ -144,7 +144,7 @@ class SpillStore:
         ):
             if type(value) is not int or value < 1:
                 raise SpillError(f"SpillStore({option}=...) must be an int >= 1, got {value!r}")
-        self.directory = Path(os.path.abspath(os.fspath(directory)))
+        self.directory = Path(os.path.abspath(os.path.expanduser(os.fspath(directory))))
         self.max_file_bytes = max_file_bytes
         self.max_total_bytes = max_total_bytes
         self.page_chars = page_chars
