@@ -307,6 +307,7 @@ def clear_block(
     boundary = starts[len(starts) - config.keep]
     if first >= boundary:
         return []
+    originals: dict[tuple[int, int], ResultRef] | None = None
     texts: dict[int, dict[int, str]] = {}
     records: dict[int, EditRecord] = {}
     calls: dict[int, list[int]] = {}
@@ -320,8 +321,16 @@ def clear_block(
         if id(seen[ref.index]) in state.cleared:
             continue
         before = count(ref.text)
+        tokens = before
+        if ctx.run.effective[ref.index] is not seen[ref.index]:
+            # Sent as an earlier edit's copy (a clamp): the placeholder names what the
+            # caller's own result counts, not the clamp.
+            if originals is None:
+                originals = {(r.index, r.part): r for r in _scan(ctx, first, original=True)}
+            whole = originals.get((ref.index, ref.part))
+            tokens = count(whole.text) if whole is not None else before
         text = placeholder_text(
-            ref.tool_name, ref.arguments, before, config.placeholder, call_id=ref.call_id
+            ref.tool_name, ref.arguments, tokens, config.placeholder, call_id=ref.call_id
         )
         after = count(text)
         if before - after < MIN_FREED:
@@ -376,12 +385,15 @@ def _clear_inputs(
         if not done.cleared:
             continue
         changes[index] = done.message
+        # The calls cleared (not those skipped), their arguments before and after.
+        gone = [r for r in wanted if r.part in done.cleared]
+        now = {c.part: c.arguments for c in tool_calls([done.message], run.format, 1, ())}
         record = EditRecord(
             kind="clear_inputs",
             messages=(index,),
-            tool_names=tuple(r.tool_name for r in wanted),
-            tokens_before=sum(estimator.text_tokens(r.arguments, "dense") for r in wanted),
-            tokens_after=len(done.cleared),
+            tool_names=tuple(r.tool_name for r in gone),
+            tokens_before=sum(estimator.text_tokens(r.arguments, "dense") for r in gone),
+            tokens_after=sum(estimator.text_tokens(now.get(r.part, ""), "dense") for r in gone),
         )
         state.note(run.seen[index], record)
         made.append(record)

@@ -1170,6 +1170,8 @@ class ContextWindowManager:
         events.extend(record.event() for record in made)
         self._sent = ctx.composition(kept_from, self._factors)
         dropped_messages = len(messages) - len(kept)
+        if dropped and ctx.summary is not None:
+            dropped_messages += 1  # the summary is sent, but it is none of the caller's
         return self._result(
             kept, ctx, count, dropped, dropped_messages, (), events, calls, tuple(made)
         )

@@ -40,8 +40,9 @@ MIN_CLAMP_TOKENS = 100
 
 Summarizer = Callable[[list[Any], str | None], str | Awaitable[str]]
 """``summarizer(turns, previous_summary) -> str`` (or an awaitable of it): ``turns`` are
-the caller's own message objects of the whole turns to fold in, ``previous_summary`` the
-text of the summary they extend (None for the first)."""
+the whole turns to fold in as they were sent (the caller's own message objects, and
+windowguard's edited copy where a result was clamped or cleared), ``previous_summary``
+the text of the summary they extend (None for the first)."""
 
 
 @runtime_checkable

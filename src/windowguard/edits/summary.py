@@ -21,9 +21,12 @@ must alternate user/assistant/...") refuse two user messages; they have no tool 
 cannot run a tool loop at all.
 
 The summarizer's contract is ``summarizer(turns, previous_summary) -> str``: ``turns`` are
-the caller's own message objects of whole turns, ``previous_summary`` the summary they
-extend (incremental: a summary is updated, never summarized again). A summarizer built
-on a model renders them with :func:`render_turns` and asks with :func:`summary_prompt`.
+whole turns as they were sent (the caller's own message objects, and windowguard's edited
+copy, of the caller's type, where an earlier edit clamped or cleared a result: a
+summarizer is never handed more than the requests held, where the originals of a hundred
+cleared results could be many windows long), ``previous_summary`` the summary they extend
+(incremental: a summary is updated, never summarized again). A summarizer built on a
+model renders them with :func:`render_turns` and asks with :func:`summary_prompt`.
 """
 
 from __future__ import annotations
