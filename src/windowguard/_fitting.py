@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Final
 
 from ._transcript import Fixed, Transcript
-from .accounting.ledger import REWRITES_HISTORY, BaseCosts, Entry, Factors
+from .accounting.ledger import REWRITES_HISTORY, BaseCosts, BaseKey, Entry, Factors
 from .accounting.local import TemplateAccounting
 from .accounting.remote import CountQuery
 from .accounting.usage import Calibration
@@ -71,8 +71,10 @@ class Fit:
             ``"heuristic:..."``).
         remote_counts: how many remote counts this send asked for.
         upper_tokens: when an exact source exists, a guaranteed upper count of the
-            request (exact where measured or counted, bounded elsewhere): what the edge
-            rule decided on and ``max_tokens`` was fitted against; 0 otherwise.
+            request (exact where measured or counted, bounded elsewhere; images, audio
+            and documents nothing measured are at an allowance, which has no bound:
+            decision 0004): what the edge rule decided on and ``max_tokens`` was fitted
+            against; 0 otherwise.
         edits: what this send changed (``"clamp"``, ``"clear"``, ``"clear_inputs"``,
             ``"summarize"``, ``"drop"``), each with the caller's message indices and the
             tokens freed; edits made by earlier sends are still in effect (their copies
@@ -240,27 +242,40 @@ class FitContext:
 
     @property
     def key(self) -> Hashable:
-        """The base's key: the fixed parts' content and the head messages' identity."""
+        """The base's key: the fixed parts' content, the head's entries themselves (by
+        identity: :class:`~windowguard.accounting.ledger.BaseKey`) and the summary's
+        text."""
         if self._key is None:
             run, fixed_key, head_stop = self.run, self.fixed.key, self.seg.head_stop
             known = run.base_key
+            key: Hashable
             if known is not None and known[0] is fixed_key and known[1] == head_stop:
-                self._key = known[2]
+                key = known[2]
             else:
-                entries = run.ledger.entries
-                head = tuple(id(entries[i]) for i in range(head_stop))
-                self._key = (fixed_key, head)
-                run.base_key = (fixed_key, head_stop, self._key)
-            if self.summary is not None:  # a base of its own, never the plain head's
-                self._key = (self._key, self.summary.key)
+                key = BaseKey(fixed_key, tuple(run.ledger.entries[:head_stop]))
+                run.base_key = (fixed_key, head_stop, key)
+            if self.summary is not None and isinstance(key, BaseKey):
+                key = replace(key, summary=self.summary.key)  # never the plain head's
+            self._key = key
         return self._key
 
     @property
     def costs(self) -> BaseCosts:
-        """Framing, system and tools: the heuristic's estimate and bound, and the local
-        exact count once made."""
-        fixed = self.fixed
-        return BaseCosts(fixed_raw=fixed.raw, fixed_bound=fixed.bound, fixed_local=self.local_fixed)
+        """Framing, system and tools, and the summary after the head: the heuristic's
+        estimates and bounds, and the local exact counts once made."""
+        fixed, summary = self.fixed, self.summary
+        if summary is None:
+            return BaseCosts(
+                fixed_raw=fixed.raw, fixed_bound=fixed.bound, fixed_local=self.local_fixed
+            )
+        return BaseCosts(
+            fixed_raw=fixed.raw,
+            fixed_bound=fixed.bound,
+            fixed_local=self.local_fixed,
+            summary_raw=summary.raw,
+            summary_bound=summary.bound,
+            summary_local=summary.local,
+        )
 
     def cost_function(self, factors: Factors, *, upper: bool | None = None) -> Callable[[int], int]:
         """``cost(dropped)``: the decision count (or, with ``upper`` given, the upper or
@@ -343,6 +358,8 @@ class FitContext:
         chunk = max(budget // 4, 2_048)
         newest = self.newest
         total = sum(math.ceil((entries[i].local or 0) * factors.local) for i in range(head_stop))
+        if self.summary is not None:
+            total += math.ceil((self.summary.local or 0) * factors.local)
         pending: list[int] = []
         pending_raw = 0
         for index in range(len(entries) - 1, head_stop - 1, -1):
@@ -389,9 +406,14 @@ class FitContext:
             return None
         raw, _, local = self.run.ledger.unmeasured_raw(kept_from, self.end)
         head_raw, _, head_local = self.run.ledger.unmeasured_raw(0, self.seg.head_stop)
+        summary = 0
+        if self.summary is not None:
+            if self.summary.local is None:
+                return None
+            summary = self.summary.local
         if raw or head_raw:
             return None
-        return self.local_fixed + local + head_local
+        return self.local_fixed + local + head_local + summary
 
     def query(self, kept_from: int, system: object, model: str) -> CountQuery:
         """The remote count query of the request keeping turns from ``kept_from`` (what

@@ -37,8 +37,10 @@ upper count wherever that item is kept.
 
 Invariants:
     * a request's count is exact when its base is exactly known and every kept message
-      lies in a span kept whole; its upper count is an upper bound whenever the local
-      counts are (the tests check both on every corpus request);
+      lies in a span kept whole (one measured together with a base: beside that base
+      only, since its total is what the base's share of the report left); its upper
+      count is an upper bound whenever the local counts are (the tests check both on
+      every corpus request);
     * a report for a request known exactly already is a consistency check: a larger
       report raises the base by the difference (templates are not perfectly additive),
       a smaller one is kept as an upper bound;
@@ -65,6 +67,7 @@ from ..shapes import Shape
 __all__ = [
     "REWRITES_HISTORY",
     "BaseCosts",
+    "BaseKey",
     "BaseValue",
     "Entry",
     "Factors",
@@ -132,11 +135,14 @@ class Span:
         hidden: the part of ``total`` their visible content cannot account for.
         holder: the member that holds ``hidden`` (-1: none).
         base_key: the base measured together with them, if any.
+        share: the base's share of that report (0 without a base): ``total`` is the
+            members' cost only together with that base, and ``total + share`` the most
+            they can cost whatever the request holds besides.
         exact: False when ``total`` is an upper bound taken instead of the report's
             difference (a template that rewrites history).
     """
 
-    __slots__ = ("base_key", "exact", "hidden", "holder", "start", "stop", "total")
+    __slots__ = ("base_key", "exact", "hidden", "holder", "share", "start", "stop", "total")
 
     def __init__(
         self,
@@ -147,6 +153,7 @@ class Span:
         hidden: int = 0,
         holder: int = -1,
         base_key: Hashable | None = None,
+        share: int = 0,
         exact: bool = True,
     ) -> None:
         self.start = start
@@ -155,6 +162,7 @@ class Span:
         self.hidden = hidden
         self.holder = holder
         self.base_key = base_key
+        self.share = share
         self.exact = exact
 
     def __repr__(self) -> str:
@@ -180,11 +188,34 @@ class Factors:
 class BaseCosts:
     """What a request's base costs besides what the ledger measured: framing, system and
     tools (``fixed_*``, from :class:`~windowguard._transcript.Fixed`; ``fixed_local`` None
-    until counted exactly) and the head's messages (taken from the entries)."""
+    until counted exactly), the head's messages (taken from the entries) and the summary
+    sent after the head, if any (``summary_*``: its estimate, bound and local count, like
+    a head message's)."""
 
     fixed_raw: int
     fixed_bound: int
     fixed_local: int | None = None
+    summary_raw: int = 0
+    summary_bound: int = 0
+    summary_local: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BaseKey:
+    """Names a request's base.
+
+    Attributes:
+        fixed: the framing, system argument and tools, by content.
+        head: the head's entries themselves: compared by identity, and kept alive by the
+            key, so no later entry can take an address a measured head had (an ``id``
+            would be reused once its entry was freed, and a different head would inherit
+            the old one's measurement).
+        summary: the summary sent after the head, by its text (None without one).
+    """
+
+    fixed: Hashable
+    head: tuple[Entry, ...]
+    summary: Hashable = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,6 +301,7 @@ class Ledger:
         "_span_dirty",
         "bases",
         "entries",
+        "keyed",
         "span_bnd",
         "span_inexact",
         "span_loc",
@@ -303,6 +335,8 @@ class Ledger:
         self.span_bnd: list[int] = [0]
         self.span_loc: list[int] = [0]
         self.span_inexact: list[int] = [0]
+        # the indices of the spans measured together with a base, ascending (few)
+        self.keyed: list[int] = []
         self._span_dirty = 0
         self.version = 0
         """Grows whenever anything counted changes (entries, measurements, bases)."""
@@ -321,7 +355,8 @@ class Ledger:
 
         Spans whose messages are all still present, contiguous and in order are kept
         (re-indexed); the others are forgotten (their messages are unmeasured again), and
-        so are bases measured together with a forgotten span.
+        so are bases measured together with a forgotten span, and bases whose head is not
+        this transcript's (no request can hold them again).
         """
         self.append(entries)
         if old is None:
@@ -350,10 +385,11 @@ class Ledger:
                 hidden=span.hidden,
                 holder=holder,
                 base_key=span.base_key,
+                share=span.share,
                 exact=span.exact,
             )
             kept.append(moved)
-            if span.base_key is not None:
+            if span.base_key is not None and self._holds_head(span.base_key):
                 value = old.bases.get(span.base_key)
                 if value is not None and value.span is span:
                     self.bases[span.base_key] = BaseValue(value.tokens, moved)
@@ -363,10 +399,18 @@ class Ledger:
         for key, value in old.bases.items():
             if key in self.bases:
                 continue
-            if value.span is None:
+            if value.span is None and self._holds_head(key):
                 self.bases[key] = value
             # a base measured with a span that is gone no longer adds up with anything
         self.version += 1
+
+    def _holds_head(self, key: Hashable) -> bool:
+        """Whether the base ``key`` names can be a request's of these entries: its head
+        entries are theirs, in their places."""
+        if not isinstance(key, BaseKey):
+            return True
+        head, entries = key.head, self.entries
+        return len(head) <= len(entries) and all(map(operator.is_, head, entries))
 
     def replaced(self, indices: Sequence[int]) -> None:
         """Entries at ``indices`` were replaced by edited ones: the spans holding them no
@@ -464,6 +508,8 @@ class Ledger:
         self.span_total.append(self.span_total[-1] + span.total)
         self.span_n.append(self.span_n[-1] + span.stop - span.start)
         self.span_inexact.append(self.span_inexact[-1] + (not span.exact))
+        if span.base_key is not None:
+            self.keyed.append(j)
         self._span_dirty = min(self._span_dirty, j)
 
     def _truncate_spans(self, keep: int, *, forget: bool = True) -> None:
@@ -476,6 +522,7 @@ class Ledger:
         del spans[keep:], self.span_starts[keep:], self.span_run[keep:]
         del self.span_total[keep + 1 :], self.span_n[keep + 1 :], self.span_inexact[keep + 1 :]
         del self.span_raw[keep + 1 :], self.span_bnd[keep + 1 :], self.span_loc[keep + 1 :]
+        del self.keyed[bisect_left(self.keyed, keep) :]
         self._span_dirty = min(self._span_dirty, keep)
         if forget:
             for span in dropped:
@@ -521,18 +568,25 @@ class Ledger:
         return self._opq[stop] > self._opq[start]
 
     def base_parts(
-        self, key: Hashable, head_stop: int, costs: BaseCosts, kept_from: int, factors: Factors
+        self,
+        key: Hashable,
+        head_stop: int,
+        costs: BaseCosts,
+        kept_from: int,
+        factors: Factors,
+        end: int | None = None,
     ) -> tuple[int, int, int, bool, int, int]:
         """The base's (best, upper, measured, exact, raw, local) in the request keeping
-        messages from ``kept_from``.
+        messages from ``kept_from`` to ``end`` (None: every entry).
 
-        A measured base is its tokens: exact when measured alone or with a span kept
-        whole; a share (its best reading) otherwise, whose upper reading is the estimate's
-        bound. An unmeasured base is estimated from ``costs`` and the head; or, when a
-        base with the same head but other tools or system was measured, that base plus
-        this one's framing, system and tools, whichever is smaller.
+        A measured base is its tokens: exact when measured alone or with a span the
+        request keeps whole; a share (its best reading) otherwise, whose upper reading is
+        the estimate's bound. An unmeasured base is estimated from ``costs`` and the head;
+        or, when a base with the same head and summary but other tools or system was
+        measured, that base plus this one's framing, system and tools, whichever is
+        smaller.
         """
-        head_raw, head_bound, head_local = self.unmeasured_raw(0, head_stop)
+        head_raw, head_bound, head_local = self.head_costs(head_stop, costs)
         raw = costs.fixed_raw if costs.fixed_local is None else 0
         counted = costs.fixed_local or 0
         best = factors.apply(raw + head_raw, counted + head_local)
@@ -544,26 +598,41 @@ class Ledger:
             if span is None:
                 return value.tokens, value.tokens, value.tokens, True, 0, 0
             listed = self._is_listed(span)
-            if span.start >= kept_from and listed:
+            stop = len(self.entries) if end is None else end
+            if listed and span.start >= kept_from and span.stop <= stop:
                 return value.tokens, value.tokens, value.tokens, True, 0, 0
             if listed:  # the base, with what it was measured with, cost that much at most
                 upper = min(upper, value.tokens + span.total)
-            return value.tokens, max(upper, value.tokens), 0, False, raw + head_raw, counted
-        head = key[1] if isinstance(key, tuple) and len(key) > 1 else None
-        other = min(
-            (
-                v.tokens
-                for k, v in self.bases.items()
-                if v.span is None and isinstance(k, tuple) and len(k) > 1 and k[1] == head
-            ),
-            default=None,
-        )
+            upper = max(upper, value.tokens)
+            return value.tokens, upper, 0, False, raw + head_raw, counted + head_local
+        other = None
+        if isinstance(key, BaseKey):
+            other = min(
+                (
+                    v.tokens
+                    for k, v in self.bases.items()
+                    if v.span is None
+                    and isinstance(k, BaseKey)
+                    and k.head == key.head
+                    and k.summary == key.summary
+                ),
+                default=None,
+            )
         if other is not None:
             fixed_best = factors.apply(raw, counted)
             fixed_upper = fixed_bound + math.ceil(counted * factors.local)
             best = min(best, other + fixed_best)
             upper = min(upper, other + fixed_upper)
         return best, max(upper, best), 0, False, raw + head_raw, counted + head_local
+
+    def head_costs(self, head_stop: int, costs: BaseCosts) -> tuple[int, int, int]:
+        """What the head and the summary after it cost unmeasured, as
+        :meth:`unmeasured_raw` sums entries: (heuristic raw, bound) of what was not
+        counted locally, and the local counts of what was."""
+        raw, bound, local = self.unmeasured_raw(0, head_stop)
+        if costs.summary_local is None:
+            return raw + costs.summary_raw, bound + costs.summary_bound, local
+        return raw, bound, local + costs.summary_local
 
     def _is_listed(self, span: Span) -> bool:
         j = bisect_left(self.span_starts, span.start)
@@ -590,9 +659,9 @@ class Ledger:
             factors: the calibration factors.
         """
         base_best, base_upper, base_measured, base_exact, base_raw, base_local = self.base_parts(
-            key, head_stop, costs, kept_from, factors
+            key, head_stop, costs, kept_from, factors, end
         )
-        part = self.members(kept_from, end, factors)
+        part = self.members(kept_from, end, factors, key)
         return RequestCount(
             best=base_best + part.best,
             upper=max(base_upper + part.upper, base_best + part.best),
@@ -602,49 +671,66 @@ class Ledger:
             local=base_local + part.local,
         )
 
-    def members(self, kept_from: int, end: int, factors: Factors) -> RequestCount:
-        """What is known of ``entries[kept_from:end]`` alone (no base), in O(log spans):
-        whole spans are exact, a span cut at ``kept_from`` gives its kept members a
-        proportional share (best) and their local counts or bounds (upper), and the
-        unmeasured entries their calibrated estimates (best) and local counts or bounds
-        (upper)."""
+    def members(
+        self, kept_from: int, end: int, factors: Factors, key: Hashable = None
+    ) -> RequestCount:
+        """What is known of ``entries[kept_from:end]`` alone, in a request whose base is
+        ``key`` (None: no base), in O(log spans).
+
+        A span the request keeps whole is exact, unless it was measured together with
+        another base (its total is what that base's share of the report left: exact only
+        beside that base). Such a span, a span cut at ``kept_from`` and one reaching past
+        ``end`` are read in part: their kept members get a proportional share of the total
+        (best) and their local counts or bounds, never more than the span and its base's
+        share were measured at (upper). Unmeasured entries get their calibrated
+        estimates (best) and local counts or bounds (upper)."""
         self._span_prefixes()
-        spans = self.spans
-        j0 = bisect_left(self.span_starts, kept_from)
-        last = len(spans)
-        whole_total = self.span_total[last] - self.span_total[j0]
-        whole_n = self.span_n[last] - self.span_n[j0]
-        raw = self._raw[end] - self._raw[kept_from] - (self.span_raw[last] - self.span_raw[j0])
-        bnd = self._bnd[end] - self._bnd[kept_from] - (self.span_bnd[last] - self.span_bnd[j0])
-        loc = self._loc[end] - self._loc[kept_from] - (self.span_loc[last] - self.span_loc[j0])
-        unmeasured = end - kept_from - whole_n
-        cut_best = cut_upper = 0
-        if j0 > 0 and spans[j0 - 1].stop > kept_from:
+        spans, starts = self.spans, self.span_starts
+        j0 = bisect_left(starts, kept_from)
+        j1 = max(bisect_left(starts, end), j0)  # the spans from j0 on that start before end
+        parts: list[tuple[Span, int, int]] = []
+        if j0 > 0 and spans[j0 - 1].stop > kept_from and kept_from < end:
             cut = spans[j0 - 1]
-            c_raw = self._raw[cut.stop] - self._raw[kept_from]
-            c_bnd = self._bnd[cut.stop] - self._bnd[kept_from]
-            c_loc = self._loc[cut.stop] - self._loc[kept_from]
-            raw, bnd, loc = raw - c_raw, bnd - c_bnd, loc - c_loc
-            hidden = cut.hidden if cut.holder >= kept_from else 0
-            cut_best = self._share(cut, kept_from) + hidden
-            # never more than the span cost whole: the upper count stays non-increasing as
-            # oldest turns go (the pruning search relies on it)
-            cut_upper = min(c_bnd + math.ceil(c_loc * factors.local) + hidden, cut.total)
-            unmeasured_cut = True
-        else:
-            unmeasured_cut = False
+            parts.append((cut, kept_from, min(cut.stop, end)))
+        if j1 > j0 and spans[j1 - 1].stop > end:
+            j1 -= 1  # it reaches past the request (the transcript grew since)
+            parts.append((spans[j1], spans[j1].start, end))
+        whole_total = self.span_total[j1] - self.span_total[j0]
+        whole_n = self.span_n[j1] - self.span_n[j0]
+        inexact = self.span_inexact[j1] - self.span_inexact[j0]
+        e_raw, e_bnd, e_loc = self._raw, self._bnd, self._loc
+        raw = e_raw[end] - e_raw[kept_from] - (self.span_raw[j1] - self.span_raw[j0])
+        bnd = e_bnd[end] - e_bnd[kept_from] - (self.span_bnd[j1] - self.span_bnd[j0])
+        loc = e_loc[end] - e_loc[kept_from] - (self.span_loc[j1] - self.span_loc[j0])
+        for _, first, stop in parts:  # their members are not in the whole spans' sums
+            raw -= e_raw[stop] - e_raw[first]
+            bnd -= e_bnd[stop] - e_bnd[first]
+            loc -= e_loc[stop] - e_loc[first]
+        for j in self._foreign(j0, j1, key):  # (their members are not in raw, bnd, loc)
+            span = spans[j]
+            whole_total -= span.total
+            whole_n -= span.stop - span.start
+            inexact -= not span.exact
+            parts.append((span, span.start, span.stop))
+        part_best = part_upper = 0
+        for span, first, stop in parts:
+            hidden = span.hidden if first <= span.holder < stop else 0
+            part_best += self._share(span, first, stop) + hidden
+            p_bnd = e_bnd[stop] - e_bnd[first]
+            p_loc = e_loc[stop] - e_loc[first]
+            # never more than the span and its base's share cost together: the upper
+            # count stays non-increasing as oldest turns go (the pruning search relies on
+            # it), and no split of a report between a base and its span can fall short
+            limit = span.total + span.share
+            part_upper += min(p_bnd + math.ceil(p_loc * factors.local) + hidden, limit)
         best = (
             whole_total
-            + cut_best
+            + part_best
             + math.ceil(raw * factors.heuristic)
             + math.ceil(loc * factors.local)
         )
-        upper = whole_total + cut_upper + bnd + math.ceil(loc * factors.local)
-        exact = (
-            not unmeasured_cut  # (its members count as unmeasured too)
-            and unmeasured == 0
-            and self.span_inexact[last] == self.span_inexact[j0]
-        )
+        upper = whole_total + part_upper + bnd + math.ceil(loc * factors.local)
+        exact = not parts and whole_n == end - kept_from and inexact == 0
         return RequestCount(
             best=best,
             upper=max(upper, best),
@@ -654,19 +740,35 @@ class Ledger:
             local=loc,
         )
 
-    def _share(self, span: Span, kept_from: int) -> int:
-        """A cut span's best reading of its members from ``kept_from`` on: its visible
-        total split in proportion to their local counts or estimates."""
+    def _foreign(self, j0: int, j1: int, key: Hashable) -> list[int]:
+        """The spans among ``spans[j0:j1]`` measured together with a base other than
+        ``key``."""
+        keyed, spans = self.keyed, self.spans
+        found = []
+        for at in range(bisect_left(keyed, j0), len(keyed)):
+            j = keyed[at]
+            if j >= j1:
+                break
+            base_key = spans[j].base_key
+            if base_key is not key and base_key != key:
+                found.append(j)
+        return found
+
+    def _share(self, span: Span, first: int, stop: int) -> int:
+        """The best reading of a span's members ``[first, stop)`` read in part: its
+        visible total split in proportion to their local counts or estimates."""
         visible = span.total - span.hidden
         raw, loc = self._raw, self._loc
         whole = (raw[span.stop] - raw[span.start]) + (loc[span.stop] - loc[span.start])
-        part = (raw[span.stop] - raw[kept_from]) + (loc[span.stop] - loc[kept_from])
+        part = (raw[stop] - raw[first]) + (loc[stop] - loc[first])
         if whole <= 0:
-            return visible * (span.stop - kept_from) // max(span.stop - span.start, 1)
+            return visible * (stop - first) // max(span.stop - span.start, 1)
         return math.ceil(visible * part / whole)
 
-    def gap(self, kept_from: int, end: int) -> int:
-        """The first index at or after ``kept_from`` not covered by whole kept spans."""
+    def gap(self, kept_from: int, end: int, key: Hashable = None) -> int:
+        """The first index at or after ``kept_from`` not covered by spans a request with
+        base ``key`` keeps whole and counts exactly (not one cut, reaching past ``end``
+        or measured together with another base)."""
         spans, starts = self.spans, self.span_starts
         j0 = bisect_left(starts, kept_from)
         if j0 > 0 and spans[j0 - 1].stop > kept_from:
@@ -675,7 +777,14 @@ class Ledger:
             return kept_from
         run = self.span_run
         last = bisect_right(run, run[j0]) - 1
-        return min(spans[last].stop, end)
+        stop = min(spans[last].stop, end)
+        crossing = bisect_left(starts, end) - 1
+        if j0 <= crossing <= last and spans[crossing].stop > end:
+            stop = starts[crossing]
+        foreign = self._foreign(j0, last + 1, key)
+        if foreign:
+            stop = min(stop, starts[foreign[0]])
+        return stop
 
     def typical(self, first: int, end: int, factors: Factors, turns: int) -> int:
         """The mean best count of ``turns`` turns spanning ``[first, end)``."""
@@ -720,29 +829,42 @@ class Ledger:
             What was learnt. The caller calibrates from it when ``calibrates``.
         """
         self._span_prefixes()
-        base = self.base_parts(key, head_stop, costs, kept_from, factors)
+        base = self.base_parts(key, head_stop, costs, kept_from, factors, end)
+        gap = self.gap(kept_from, end, key)
         base_exact = base[3]
-        gap = self.gap(kept_from, end)
         spans = self.spans
         j0 = bisect_left(self.span_starts, kept_from)
         jg = bisect_left(self.span_starts, gap)
-        known = (base[0] if base_exact else 0) + (self.span_total[jg] - self.span_total[j0])
         # One unmeasured stretch followed by whole spans to the end (a wider request
         # counted after a narrower one): those spans are known too, and only the stretch
         # is new. Anything else is measured again from the gap on, as one span.
         stop = end
+        tail = 0
         cut = jg > 0 and spans[jg - 1].stop > gap
         if base_exact and not cut and jg < len(spans) and gap < spans[jg].start:
             run = self.span_run
             last = bisect_right(run, run[jg]) - 1
-            if spans[last].stop == end and self.span_inexact[last + 1] == self.span_inexact[jg]:
+            if (
+                spans[last].stop == end
+                and self.span_inexact[last + 1] == self.span_inexact[jg]
+                and not self._foreign(jg, last + 1, key)
+            ):
                 stop = spans[jg].start
-                known += self.span_total[last + 1] - self.span_total[jg]
+                tail = self.span_total[last + 1] - self.span_total[jg]
+        own = self.bases[key].span if base_exact else None
+        if own is not None and gap < own.stop and own.start < stop:
+            # A base measured with a span is exact only beside that whole span, and this
+            # report measures the span's messages again: the base with them.
+            base_exact, stop, tail = False, end, 0
+        known = (base[0] if base_exact else 0) + (self.span_total[jg] - self.span_total[j0])
+        known += tail
         if base_exact and gap >= end:
             drift = total - known
             if drift > 0:
                 old_base = self.bases[key]
                 self.bases[key] = BaseValue(old_base.tokens + drift, old_base.span)
+                if old_base.span is not None:  # they cost that much more together
+                    old_base.span.share += drift
                 self.version += 1
             return Observation(
                 total=total,
@@ -758,7 +880,7 @@ class Ledger:
             )
         with_base = not base_exact
         rest_raw, rest_bound, rest_local = self.unmeasured_raw(gap, stop)
-        head_raw, head_bound, head_local = self.unmeasured_raw(0, head_stop)
+        head_raw, head_bound, head_local = self.head_costs(head_stop, costs)
         base_raw = base_bound = base_local = 0
         if with_base:
             counted = costs.fixed_local is not None
@@ -823,6 +945,7 @@ class Ledger:
                 hidden=hidden,
                 holder=holder,
                 base_key=key if with_base else None,
+                share=share,
                 exact=exact,
             )
             self._push(span)
