@@ -22,6 +22,7 @@ from bisect import bisect_left
 from dataclasses import dataclass
 
 from ._fitting import Count, FitContext
+from .accounting.bounds import unbounded_media
 from .accounting.ledger import Factors
 from .catalog import ModelInfo
 from .exceptions import ContextTruncatedError
@@ -66,6 +67,7 @@ def near_edge(
     info: ModelInfo,
     *,
     cheap_exact: bool,
+    counts_media: bool = False,
 ) -> bool:
     """Whether the decision is open on the upper count: a refusal, a new cut, a reply
     that does not fit beside it, or (with no ``max_tokens``) a reply the window limits.
@@ -74,6 +76,9 @@ def near_edge(
         cheap_exact: a local exact count is at hand (a tokenizer, not a round trip):
             with no ``max_tokens`` and no output cap, the reply fills the window, so the
             send is always counted exactly then.
+        counts_media: the count API counts media as the provider charges them: a
+            request holding a media item nothing measured is then always near the edge
+            (media have no bound, only an allowance: :mod:`windowguard.accounting.bounds`).
     """
     if dropped is None:
         return True
@@ -83,6 +88,8 @@ def near_edge(
     count = ctx.count(kept, factors)
     if count.exact:
         return False
+    if counts_media and unbounded_media(ctx.run.ledger, ctx.key, ctx.seg.head_stop, kept, ctx.end):
+        return True
     budget = ctx.budget
     cap = info.max_output_tokens
     requested = ctx.requested

@@ -60,7 +60,8 @@ class FamilyPriors:
             their own way: TypeScript for OpenAI, indented JSON for Llama 3 ...).
         message_tokens: framing the chat template adds per message.
         tool_call_tokens: framing per tool call (the call's name and arguments are text).
-        media_item_tokens: fixed cost of one image, audio clip or document.
+        media_item_tokens: the allowance for one image, audio clip or document (an
+            estimate: providers charge by pixels, pages and seconds).
         tool_tokens: framing per tool schema.
         tools_block_tokens: framing of the whole tool block (present only with tools).
         request_tokens: fixed framing per request (BOS, default system header,

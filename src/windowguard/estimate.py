@@ -26,7 +26,9 @@ emits more tokens than the UTF-8 bytes it is shown. The bound is those bytes (af
 NFC, which Qwen applies first) plus what templates add: JSON escapes of tool results
 and arguments, ``", "``/``": "`` and re-printed numbers of re-serialised arguments,
 ``\\uXXXX`` where llama-models writes ``json.dumps`` with ``ensure_ascii=True``, the
-framing of every message, tool result and call. Media items get a fixed allowance.
+framing of every message, tool result and call. Media items get a fixed allowance,
+which bounds nothing (a provider charges them by pixels, pages and seconds, which no
+message shows): the bound covers text only (:mod:`windowguard.accounting.bounds`).
 For Claude, Gemini, DeepSeek and the unknown family (no offline tokenizer) it adds one
 token per segment (SentencePiece's dummy prefix) and is *not proven*.
 
@@ -129,7 +131,7 @@ _RESULT_FRAME: Final = 44  # an Anthropic tool_result block, rendered as a tool 
 _CALL_FRAME: Final = 64
 _REQUEST_FRAME: Final = 92
 _TOOLS_FRAME: Final = 400
-_MEDIA_BOUND: Final = 1600  # per image, audio clip or document: an allowance, as before
+_MEDIA_BOUND: Final = 1600  # per image, audio clip or document: an allowance, not a bound
 _BPE_FAMILIES: Final = frozenset(MEASURED_FAMILIES)
 
 
@@ -264,7 +266,8 @@ class Estimator:
         re-serialised, ``\\uXXXX`` escapes, call ids) plus the framing of the message,
         of each tool call and of each Anthropic ``tool_result`` block (a tool message of
         its own on servers that render chat templates), and a fixed allowance per media
-        item. Not proven for families without an offline tokenizer.
+        item (an estimate: media have no bound). Not proven for families without an
+        offline tokenizer.
 
         Returns:
             ``(estimate, bound)``.

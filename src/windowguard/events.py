@@ -108,7 +108,8 @@ class ContextEstimate(Event):
     sources: tuple[str, ...] = ()
     upper_tokens: int = 0
     """A guaranteed upper count when an exact source exists (exact where measured or
-    counted, bounded elsewhere), which the edge rule decides on; 0 when none exists."""
+    counted, bounded elsewhere; media nothing measured at an allowance, which has no
+    bound), which the edge rule decides on; 0 when none exists."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -914,8 +914,15 @@ class ContextWindowManager:
         return Policy(pruning=self.pruning, low_water=self.low_water, hold_turns=self.hold_turns)
 
     def _near_edge(self, ctx: FitContext, dropped: int | None) -> bool:
+        remote = self.remote
+        media = remote is not None and ctx.run.format in getattr(remote, "media_formats", ())
         return near_edge(
-            ctx, dropped, self._factors, self.model_info, cheap_exact=self.local is not None
+            ctx,
+            dropped,
+            self._factors,
+            self.model_info,
+            cheap_exact=self.local is not None,
+            counts_media=media,
         )
 
     def _shrink_below(

@@ -9,18 +9,29 @@ of the rest stays within the budget fits for certain, with nothing counted.
 These are the bounds the manager uses; :class:`~windowguard.estimate.Estimator` computes
 them in the same pass as its estimate where it can (``message_costs``), and this module
 falls back to a looser bound of its own for an estimator that does not.
+
+Media have no bound. A provider charges an image by its pixels, per model (from 85
+tokens to about 3,800 on gpt-4.1-nano, 48,000 on gpt-4o-mini, 16,384 on Qwen2.5-VL at
+vLLM's default ``max_pixels``), a document by its pages and audio by its length, and no
+message shows any of that in its bytes. The bounds and the local counts carry a fixed
+allowance per media item (1,600 tokens, about Claude's largest image), an estimate:
+only a usage report, or a count API that counts media as the provider charges them,
+measures one (:func:`unbounded_media`).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
-from typing import Final
+from collections.abc import Callable, Hashable, Sequence
+from typing import TYPE_CHECKING, Final
 
 from ..estimate import Estimator
 from ..shapes import Shape
 
-__all__ = ["message_costs", "request_bound", "tools_costs"]
+if TYPE_CHECKING:
+    from .ledger import Ledger
+
+__all__ = ["message_costs", "request_bound", "tools_costs", "unbounded_media"]
 
 # The fallback: every byte a template might show may be escaped (\\uXXXX is six bytes for
 # a three-byte character: at most three times its UTF-8 length), plus framing.
@@ -29,7 +40,7 @@ _PER_MESSAGE: Final = 48
 _PER_SEGMENT: Final = 24
 _PER_TOOL: Final = 96
 _REQUEST: Final = 96
-_MEDIA: Final = 1_600
+_MEDIA: Final = 1_600  # an allowance per media item, not a bound (module docstring)
 
 
 def _utf8(text: str) -> int:
@@ -68,6 +79,24 @@ def request_bound(estimator: Estimator) -> int:
     if isinstance(bound, int):
         return max(bound, estimator.request_tokens)
     return max(_REQUEST, 2 * estimator.request_tokens)
+
+
+def unbounded_media(
+    ledger: Ledger, key: Hashable, head_stop: int, kept_from: int, end: int
+) -> bool:
+    """Whether the request of base ``key``, head ``entries[:head_stop]`` and
+    ``entries[kept_from:end]`` holds a media item nothing has measured: its count is
+    then no guarantee, whatever the bounds say (module docstring).
+
+    The head is measured once its base is; the rest is measured up to
+    :meth:`~windowguard.accounting.ledger.Ledger.gap` (a span the request cuts, or one
+    measured with another base, counts as unmeasured: its members are read in part).
+    """
+    entries = ledger.entries
+    if key not in ledger.bases and any(entries[i].shape.media_items for i in range(head_stop)):
+        return True
+    start = ledger.gap(kept_from, end, key)
+    return any(entries[i].shape.media_items for i in range(start, end))
 
 
 def _dump(value: object) -> object:

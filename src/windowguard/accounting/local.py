@@ -129,7 +129,8 @@ _LLAMA4_PATTERN: Final = "|".join(
 # token more than its parts counted apart (1 at most on the 3,007 corpus requests).
 _JOIN_TOKENS: Final = {"mistral": 2}
 
-# Fixed cost of one image, audio clip or document, as the estimator's priors charge it.
+# One image, audio clip or document, as the estimator's priors charge it: an allowance,
+# not a count (media have no bound: windowguard.accounting.bounds).
 _MEDIA_TOKENS: Final = 1600
 
 # Templates that write an assistant message's reasoning apart from its content (Qwen3's
@@ -517,7 +518,7 @@ class TemplateAccounting:
         return self._final
 
     def message_tokens(self, shape: Shape) -> int:
-        """The tokens one message adds to the prompt (media at a fixed cost each)."""
+        """The tokens one message adds to the prompt (media at an allowance each)."""
         return self.messages_tokens((shape,))[0]
 
     def messages_tokens(self, shapes: Sequence[Shape]) -> list[int]:

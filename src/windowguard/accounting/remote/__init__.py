@@ -62,8 +62,12 @@ Formats: a query's messages are the caller's own (dicts or SDK objects, dumped w
 ``model_dump(exclude_none=True)``); they are converted to what the endpoint takes
 (OpenAI chat messages for the open servers, Responses items, Anthropic messages, Gemini
 ``contents``). A transcript counted in another provider's format is that provider's
-count of the same conversation, not byte-for-byte the original request. Images, files
-and reasoning items that a conversion cannot carry are counted as nothing.
+count of the same conversation, not byte-for-byte the original request. Reasoning items
+a conversion cannot carry are counted as nothing. A request holding images, audio or
+documents is counted only by a count API that counts them as the provider charges them
+(``media_formats``: Anthropic's of Anthropic messages, OpenAI's of Responses items); the
+others refuse it with a :class:`RemoteCountError`, since a conversion drops the media
+and an open server's ``/tokenize`` counts a placeholder for each, not its tokens.
 
 Invariants: every failure -- refused, timed out, non-2xx (with the server's own error
 text), redirected (never followed), a body that is not JSON or has no count, a message

@@ -36,6 +36,7 @@ __all__ = [
     "Counter",
     "chat_body",
     "ensure_template",
+    "holds_media",
     "post",
     "rendered",
     "root_of",
@@ -136,6 +137,12 @@ class Counter:
     """Shared plumbing: base URL, key, deadline, thread, errors."""
 
     name: str
+    media_formats: frozenset[str] = frozenset()
+    """The wire formats of the requests whose images, audio and documents this count API
+    counts as the provider charges them: the provider's own count of a transcript in
+    its own format. Any other request holding media is refused (a conversion drops the
+    media; an open server's ``/tokenize`` counts a placeholder, not the media tokens):
+    a count short by the media would pass for an exact one."""
 
     def __init__(self, base_url: str, *, api_key: str | None = None, timeout: float = 2.0) -> None:
         self._root = root_of(base_url)
@@ -170,6 +177,9 @@ class Counter:
                 f"{self.name}: expected a CountQuery, got {type(query).__name__}",
                 endpoint=self.name,
             )
+        if query.format not in self.media_formats and holds_media(query):
+            reason = "the request holds images, audio or documents, which it does not count"
+            raise RemoteCountError(f"{self.name}: {reason}", endpoint=self.name)
         try:
             return self._body(query)
         except Unconvertible as exc:
@@ -316,6 +326,17 @@ def ensure_template(template: object, *, required: bool) -> str | None:
             f"got {template!r}"
         )
     return str(template)
+
+
+def holds_media(query: CountQuery) -> bool:
+    """Whether the query's messages hold an image, audio clip or document."""
+    from ...adapters import shape_messages
+
+    try:
+        shaped = shape_messages(query.messages, format=query.format)
+    except Exception:  # not shapeable: the conversion itself will say why
+        return False
+    return any(shape.media_items for shape in shaped.shapes)
 
 
 def chat_body(query: CountQuery, **extra: object) -> Json:

@@ -4,10 +4,12 @@ The open servers take OpenAI Chat Completions messages and ``{"type": "function"
 "function": ...}`` tools; OpenAI takes Responses items; Anthropic its Messages; Gemini
 ``contents``. Everything goes through chat form (the hub), except that a transcript
 already in the endpoint's own format is sent as it is. SDK objects are dumped with
-``model_dump(exclude_none=True)`` first. What a conversion cannot carry (images, files,
-reasoning items) counts as nothing; what it cannot express at all (a message that is
-not an object, an unknown role, a built-in tool call for a chat template) raises
-:class:`Unconvertible`, which the counters turn into ``RemoteCountError``.
+``model_dump(exclude_none=True)`` first. What a conversion cannot carry (reasoning
+items) counts as nothing, and media would too: a request holding images, files or audio
+is refused before it is converted (``Counter.media_formats``). What a conversion cannot
+express at all (a message that is not an object, an unknown role, a built-in tool call
+for a chat template) raises :class:`Unconvertible`, which the counters turn into
+``RemoteCountError``.
 """
 
 from __future__ import annotations

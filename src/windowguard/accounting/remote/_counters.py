@@ -216,6 +216,7 @@ class AnthropicCountTokens(Counter):
     """
 
     name = "anthropic POST /v1/messages/count_tokens"
+    media_formats = frozenset({"anthropic"})
 
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json", "anthropic-version": _ANTHROPIC_VERSION}
@@ -252,6 +253,7 @@ class OpenAIInputTokens(Counter):
     """
 
     name = "openai POST /v1/responses/input_tokens"
+    media_formats = frozenset({"responses"})
 
     def _body(self, query: CountQuery) -> Any:
         body: Json = {"model": query.model}

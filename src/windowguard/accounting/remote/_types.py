@@ -55,7 +55,13 @@ class DeadlineError(RemoteCountError):
 
 @runtime_checkable
 class RemoteCounter(Protocol):
-    """Counts a request's prompt tokens by asking the server that will answer it."""
+    """Counts a request's prompt tokens by asking the server that will answer it.
+
+    A counter may also say, as ``media_formats`` (a set of wire formats), for which
+    requests it counts images, audio and documents as the provider charges them: the
+    manager then asks it to count a request holding media nothing has measured
+    (decision 0004). Without it, no counter is asked for that reason.
+    """
 
     name: str
 
