@@ -718,6 +718,20 @@ class ContextWindowManager:
                 if self._counted(ctx, ctx.kept_from(minimal), answer, events, "refusal check"):
                     dropped = choose(ctx, self._factors, self._policy)
                     count = ctx.count(ctx.kept_from(minimal), self._factors)
+            if (
+                dropped is None
+                and not count.exact
+                and count.tokens + self.floor > ctx.budget.context_window
+                and self.local is None
+                and any(isinstance(event, RemoteCountFailed) for event in events)
+            ):
+                # The bound would refuse, and the count API, the only exact source, failed
+                # for this send: the ledger and the estimates decide (decision 0004), as
+                # with no exact source, rather than a refusal resting on the bound alone.
+                ctx.use_upper = False
+                ctx.refresh()
+                dropped = choose(ctx, self._factors, self._policy)
+                count = ctx.count(ctx.kept_from(minimal), self._factors)
             if dropped is None:
                 refuse_or_keep(ctx, count, floor=self.floor, source=self._source_of(count))
                 dropped = minimal
