@@ -94,8 +94,6 @@ class EditState:
     made."""
 
     records: dict[int, tuple[object, EditRecord]] = field(default_factory=dict)
-    cleared: set[int] = field(default_factory=set)
-    """Caller's messages whose results were cleared (ids): never cleared again."""
     summary: SummaryState | None = None
     summaries: dict[str, str] = field(default_factory=dict)
     """Summary texts by :func:`summary_key`, this run's and any given to the manager
@@ -312,14 +310,14 @@ def clear_block(
     records: dict[int, EditRecord] = {}
     calls: dict[int, list[int]] = {}
     freed = 0
-    seen = ctx.run.seen
+    seen, cleared = ctx.run.seen, ctx.run.cleared
     for ref in _scan(ctx, first):
         if ref.index < first or ref.index >= boundary:
             continue
         if ref.tool_name in config.exclude_tools or not ref.text:
             continue
-        if id(seen[ref.index]) in state.cleared:
-            continue
+        if ref.part in cleared.get(id(seen[ref.index]), ()):
+            continue  # cleared on an earlier send (a message's other results may not be)
         before = count(ref.text)
         tokens = before
         if ctx.run.effective[ref.index] is not seen[ref.index]:
@@ -352,8 +350,9 @@ def clear_block(
             break
     if freed < config.clear_at_least or not texts:
         return []
-    for index in texts:
-        state.cleared.add(id(seen[index]))
+    for index, parts in texts.items():
+        key = id(seen[index])
+        cleared[key] = cleared.get(key, frozenset()).union(parts)
     made = _apply(ctx, estimator, texts, state, records)
     if calls:
         made += _clear_inputs(ctx, calls, state, estimator)

@@ -5,7 +5,13 @@
 incremental segmentation and the ledger. When a send's transcript extends the previous
 one (the same objects, in order), only the new messages are shaped and estimated;
 otherwise it is rebuilt from the per-message cache, so messages that are still there
-keep everything counted about them.
+keep everything counted about them. A rebuild also keeps what the edit stages did to a
+message the caller sends again as a fresh copy (a proxy parsing each request, a client
+copying its history, or moving Anthropic's ``cache_control`` marker): the copy equal to
+the message edited at the same index is sent edited, the same bytes as before (only
+its blocks' ``cache_control`` follows the caller's), and the previous send's cut is kept
+when the messages it kept are still there. A message that changed is never sent edited
+as it was: the edit stages see it anew.
 
 :class:`RequestParts` sizes what a request holds besides its messages — the framing,
 Anthropic's separate system argument and the tool schemas — and names them by content,
@@ -17,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import operator
+from bisect import bisect_left
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -40,6 +47,7 @@ class Transcript:
         "anchor",
         "base_key",
         "cache",
+        "cleared",
         "edited_at",
         "edits_checked",
         "effective",
@@ -67,6 +75,9 @@ class Transcript:
         self.ledger = Ledger()
         # id(message) -> its entry; the entry keeps the message, so the id stays valid.
         self.cache: dict[int, Entry] = {}
+        # id(message) -> the parts of it whose tool results were cleared (never cleared
+        # again); the message's cache entry (its edited copy) keeps the id valid.
+        self.cleared: dict[int, frozenset[int]] = {}
         # Where the previous send's kept turns began (message index), for low-water pruning.
         self.anchor: int | None = None
         # A copy of the transcript just fitted, made while comparing it with the previous
@@ -304,7 +315,9 @@ def _rebuild(
     if old is not None and old.format == fmt:
         live = {id(m) for m in messages}
         run.cache = {k: v for k, v in old.cache.items() if k in live}
+        run.cleared = {k: v for k, v in old.cleared.items() if k in live}
         previous = old.ledger
+        _carry_edits(run, messages, old, estimator)
     entries = run._entries(messages, estimator)
     run.ledger.adopt(entries, previous)
     run.seen.extend(messages)
@@ -315,7 +328,140 @@ def _rebuild(
             i: entry.message for i, entry in enumerate(entries) if entry.origin is not entry.message
         }
     run.index.extend(e.shape for e in entries)
+    if old is not None and previous is not None:
+        run.anchor = _carry_anchor(run, old)
     return run
+
+
+def _carry_edits(
+    run: Transcript, messages: Sequence[object], old: Transcript, estimator: Estimator
+) -> None:
+    """Give ``run`` the edits ``old`` sent for the messages the caller sends again as
+    new objects: a message equal to the one edited at the same index (apart from its
+    blocks' ``cache_control``, in the Anthropic format) is sent as the same edited copy,
+    and keeps the parts cleared in it. Anything else the edit stages see anew."""
+    cache = run.cache
+    shape_of = shaper(run.format)
+    costs = message_costs(estimator)
+    for index, copy in old.edited_at.items():
+        if index >= len(messages):
+            continue
+        message, original = messages[index], old.seen[index]
+        if message is original or id(message) in cache:
+            continue  # the same object: its entry was kept
+        sent = _resent(copy, original, message, run.format)
+        if sent is None:
+            continue
+        shape = shape_of(sent)
+        entry = Entry(sent, shape, *costs(shape))
+        entry.origin = message
+        cache[id(message)] = entry
+        cleared = old.cleared.get(id(original))
+        if cleared:
+            run.cleared[id(message)] = cleared
+
+
+def _resent(copy: object, original: object, message: object, fmt: Format) -> object | None:
+    """What to send for ``message`` where ``copy`` (an edited copy of ``original``) was
+    sent: ``copy`` itself when ``message`` equals ``original``; in the Anthropic format,
+    when they differ only in their content blocks' ``cache_control``, ``copy`` with the
+    caller's markers now (a marker is not part of the cached prefix, and moves as the
+    caller moves it); else None (the message changed)."""
+    try:
+        if message == original:
+            return copy
+        if fmt != "anthropic" or not same_message(message, original, fmt):
+            return None
+    except Exception:  # a message whose == raises (arrays in its content)
+        return None
+    # Both are dicts whose content is a list of blocks (same_message); so is the copy.
+    assert isinstance(original, dict) and isinstance(message, dict)
+    if not isinstance(copy, dict) or not isinstance(copy.get("content"), list):
+        return None
+    if len(copy["content"]) != len(message["content"]):
+        return None
+    blocks: list[object] = []
+    for edited, was, now in zip(
+        copy["content"], original["content"], message["content"], strict=True
+    ):
+        if edited is was:
+            blocks.append(now)  # untouched: the caller's own block
+        elif now == was:
+            blocks.append(edited)  # no marker moved here
+        elif isinstance(edited, dict) and isinstance(now, dict):
+            block = {k: v for k, v in edited.items() if k != "cache_control"}
+            if "cache_control" in now:
+                block["cache_control"] = now["cache_control"]
+            blocks.append(block)
+        else:
+            return None
+    return {**copy, "content": blocks}
+
+
+def _unmarked(message: object) -> object:
+    """An Anthropic message with no ``cache_control`` on its content blocks (None: it is
+    not a dict whose content is a list of blocks)."""
+    if not isinstance(message, dict):
+        return None
+    content = message.get("content")
+    if not isinstance(content, list):
+        return None
+    blocks = [
+        {k: v for k, v in block.items() if k != "cache_control"}
+        if isinstance(block, dict) and "cache_control" in block
+        else block
+        for block in content
+    ]
+    return {**message, "content": blocks}
+
+
+def _carry_anchor(run: Transcript, old: Transcript) -> int | None:
+    """Where the previous send's kept turns began, in the rebuilt view: ``old``'s cut,
+    when the head is as long as it was, the cut is still a turn start and every message
+    the previous send kept from it is still there, at the same index (equal, apart from
+    ``cache_control``); else None (not known). A shorter transcript is a branch taken
+    back to an earlier point (a conversation's branches, a retried step): its cut is
+    chosen anew, since what was measured together with the newer messages is unmeasured
+    again, and a cut the longer request needed may not be needed now."""
+    anchor = old.anchor
+    if anchor is None:
+        return None
+    seen, before = run.seen, old.seen
+    if len(seen) < len(before) or anchor >= len(before):
+        return None
+    seg = run.index.segmentation()
+    if seg.head_stop != old.index.segmentation().head_stop:
+        return None
+    starts = seg.turn_starts
+    at = bisect_left(starts, anchor)
+    if at >= len(starts) or starts[at] != anchor:
+        return None
+    stop = min(len(seen), len(before))
+    kept, was_kept = seen[anchor:stop], before[anchor:stop]
+    try:
+        if kept == was_kept:  # at C speed; each pair compared by identity first
+            return anchor
+    except Exception:  # a message whose == raises (arrays in its content)
+        pass
+    fmt = run.format
+    for now, was in zip(kept, was_kept, strict=True):
+        if now is not was and not same_message(now, was, fmt):
+            return None
+    return anchor
+
+
+def same_message(message: object, other: object, fmt: Format) -> bool:
+    """Whether ``message`` is sent as ``other`` would be: equal, or in the Anthropic
+    format equal apart from its content blocks' ``cache_control``."""
+    try:
+        if message == other:
+            return True
+        if fmt != "anthropic":
+            return False
+        unmarked = _unmarked(message)
+        return unmarked is not None and unmarked == _unmarked(other)
+    except Exception:  # a message whose == raises (arrays in its content)
+        return False
 
 
 @dataclass(frozen=True, slots=True)

@@ -77,7 +77,7 @@ from ._editing import (
     summary_key,
 )
 from ._fitting import Composition, Count, Fit, FitContext, Summarized, build_fit, learn
-from ._transcript import Fixed, RequestParts, Transcript, update_transcript
+from ._transcript import Fixed, RequestParts, Transcript, same_message, update_transcript
 from .accounting import CounterArg, choose_sources, infer_family
 from .accounting.bounds import message_costs
 from .accounting.ledger import Factors
@@ -261,6 +261,7 @@ class ContextWindowManager:
         self._sent: Composition | None = None
         self._sent_reply: int | None = None
         self._pending: list[Event] = []
+        self._pending_edits: list[EditRecord] = []  # a re-fit's: its next pass receipts them
         # The request a provider refused without saying how large it was (its
         # composition and reply): the next fit sends strictly less.
         self._refused: tuple[Composition, int | None] | None = None
@@ -650,6 +651,7 @@ class ContextWindowManager:
             self.observe_usage(last_usage)
         events: list[Event] = self._pending
         self._pending = []
+        refitted, self._pending_edits = self._pending_edits, []
         run = self._run = update_transcript(self._run, messages, explicit, system, self.estimator)
         seg = run.index.segmentation()
         fixed = self._parts.fixed(run.format, system, tools)
@@ -673,7 +675,7 @@ class ContextWindowManager:
                 first = seg.problems[0]
                 raise InvalidTranscriptError(first.problem, index=first.index)
             return self._fit_damaged(messages, ctx, seg.problems, events)
-        made = self._clamp_arrivals(ctx)
+        made = refitted + self._clamp_arrivals(ctx)
         distrust, self._distrust = self._distrust or refused is not None, False
         dropped, calls = yield from self._decide(ctx, messages, system, events, distrust, 0)
         if self._stages and self._loses_context(ctx, dropped):
@@ -738,10 +740,11 @@ class ContextWindowManager:
         kept_from = ctx.kept_from(dropped)
         if not run.verify(messages, kept_from):
             # A message before the previous cut was replaced, and this cut keeps it: fit
-            # again from a view rebuilt of every message (what was measured stays).
-            self._pending = events
+            # again from a view rebuilt of every message (what was measured stays, and so
+            # do the edits made and the previous cut, which the messages it kept still
+            # place); the edits this pass made are receipted by the next.
+            self._pending, self._pending_edits = events, made
             run.verified_from = len(run.seen) + 1  # compare everything next time
-            run.anchor = None
             fit: Fit = yield from self.fit_steps(
                 messages,
                 tools=tools,
@@ -870,6 +873,15 @@ class ContextWindowManager:
         run, seg = ctx.run, ctx.seg
         starts = seg.turn_starts
         at = next((i for i, m in enumerate(run.seen) if m is summary.resumes_at), -1)
+        if at < 0:
+            # The caller sends its messages as new objects (a proxy parsing each request,
+            # a client copying its history): the summary resumes at an equal message
+            # where it left off, and is found by identity again while that one is sent.
+            at = seg.head_stop + summary.folded
+            if at < len(run.seen) and same_message(run.seen[at], summary.resumes_at, run.format):
+                summary = state.summary = replace(summary, resumes_at=run.seen[at])
+            else:
+                at = -1
         turn = bisect_left(starts, at) if at >= 0 else len(starts)
         if turn >= len(starts) or starts[turn] != at:
             logger.warning("the summarized turns changed; the summary is no longer sent")
