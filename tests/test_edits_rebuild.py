@@ -257,6 +257,40 @@ def test_the_summary_is_sent_again_over_fresh_copies(caplog: pytest.LogCaptureFi
         assert _receipts(fit) == _receipts(expected)
 
 
+def test_a_summary_never_stands_for_a_folded_message_the_caller_changed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Fresh copies of a changed transcript (its system prompt rewritten, so the view is
+    rebuilt) in which the caller corrected a result the summary folded: the summary, made
+    without the correction, is no longer sent; what is sent has the correction, in a
+    message or in a summary the summarizer made from it."""
+    given: list[str] = []
+
+    def summarizer(turns: list[Any], previous: str | None) -> str:
+        given.append(json.dumps(turns, default=str))
+        return "SUMMARY" if previous is None else previous + " SUMMARY"
+
+    manager = _manager(edits=[wg.Summarize(summarizer, keep_turns=2)])
+    history: list[Any] = [{"role": "system", "content": "sys"}, {"role": "user", "content": "task"}]
+    fit = None
+    for n in range(16):
+        history += _chat_turn(n, _output(40, seed=n))
+        fit = manager.fit(copy.deepcopy(history), last_usage=wg.NO_USAGE)
+        if any(e.kind == "summarize" for e in fit.edits):
+            break
+    assert fit is not None and any(e.kind == "summarize" for e in fit.edits), "never folded"
+    folded = len(given)
+    changed = copy.deepcopy(history)
+    changed[0] = {"role": "system", "content": "sys, revised"}
+    changed[3] = {**changed[3], "content": "CORRECTED"}  # a result the summary folded
+    with caplog.at_level(logging.WARNING, logger="windowguard"):
+        fit = manager.fit(changed, last_usage=wg.NO_USAGE)
+    assert [r for r in caplog.records if "summarized turns changed" in r.getMessage()]
+    sent = [str(m.get("content")) for m in fit.messages]
+    summarized = any("SUMMARY" in text for text in sent)
+    assert "CORRECTED" in sent or (summarized and "CORRECTED" in "".join(given[folded:]))
+
+
 def test_a_refit_keeps_the_receipts_of_its_first_pass() -> None:
     manager = wg.ContextWindowManager(
         model_info=wg.ModelInfo(context_window=WINDOW, max_output_tokens=8000),

@@ -430,6 +430,9 @@ class SummaryState:
             finds it again, or drops the summary when it is gone.
         tokens: what the message counts (the edit stages' count).
         folded: the caller's messages it stands for.
+        covers: those messages themselves, as the caller sent them when they were
+            folded: the summary is sent again only while they are still there, the same
+            objects or equal ones.
     """
 
     text: str
@@ -437,6 +440,7 @@ class SummaryState:
     resumes_at: object
     tokens: int
     folded: int
+    covers: tuple[object, ...] = ()
 
 
 def summary_key(previous: str | None, rendered: str) -> str:

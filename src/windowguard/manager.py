@@ -57,9 +57,11 @@ from __future__ import annotations
 
 import copy as _copy
 import logging
+import operator
 from bisect import bisect_left
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import replace
+from itertools import repeat
 from typing import Any
 
 from ._damaged import damaged_stretch, plan_damaged
@@ -883,11 +885,38 @@ class ContextWindowManager:
             else:
                 at = -1
         turn = bisect_left(starts, at) if at >= 0 else len(starts)
-        if turn >= len(starts) or starts[turn] != at:
+        if turn >= len(starts) or starts[turn] != at or not self._covers(ctx, at):
             logger.warning("the summarized turns changed; the summary is no longer sent")
             state.summary = None
             return
-        ctx.summarize(self._summarized(ctx, summary), turn)
+        resumed = state.summary  # (with this send's objects)
+        assert resumed is not None
+        ctx.summarize(self._summarized(ctx, resumed), turn)
+
+    def _covers(self, ctx: FitContext, at: int) -> bool:
+        """Whether the messages before ``at`` (after the head) are the ones the run's
+        summary folded: the same objects, or equal ones (in the Anthropic format, apart
+        from ``cache_control``); the summary then remembers this send's objects. A
+        message the caller changed after it was folded is not in the summary, which
+        must not stand for it."""
+        state = self._edit_state
+        summary = state.summary
+        assert summary is not None
+        run, fmt = ctx.run, ctx.run.format
+        now = run.seen[ctx.seg.head_stop : at]
+        covers = summary.covers
+        if len(now) != len(covers):
+            return False
+        if all(map(operator.is_, now, covers)):
+            return True
+        try:
+            same = now == list(covers)  # at C speed; each pair compared by identity first
+        except Exception:  # a message whose == raises (arrays in its content)
+            same = False
+        if not same and not all(map(same_message, now, covers, repeat(fmt))):
+            return False
+        state.summary = replace(summary, covers=tuple(now))
+        return True
 
     def _summarized(self, ctx: FitContext, summary: SummaryState) -> Summarized:
         shape = shaper(ctx.run.format)(summary.message)
@@ -971,6 +1000,7 @@ class ContextWindowManager:
             resumes_at=run.seen[fold_to],
             tokens=tokens,
             folded=fold_to - ctx.seg.head_stop,
+            covers=tuple(run.seen[ctx.seg.head_stop : fold_to]),
         )
         ctx.summarize(self._summarized(ctx, state.summary), new_first)
         return EditRecord(
