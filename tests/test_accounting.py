@@ -26,7 +26,13 @@ from windowguard.adapters import shape_messages
 from windowguard.emulator import Emulator
 from windowguard.templates import count_prompt
 
-from .exact_tokenizers import TOKENIZERS_DIR, MemoCounter, require, require_corpus
+from .exact_tokenizers import (
+    MemoCounter,
+    official_vocabulary,
+    require,
+    require_corpus,
+    vocabulary,
+)
 from .transcripts import Plan, TurnPlan, plans, render
 
 SETTINGS = settings(deadline=None, max_examples=60)
@@ -353,8 +359,8 @@ def test_local_tokenizers_are_found_offline_and_loaded_on_first_use() -> None:
 def test_the_offline_vocabulary_matches_the_official_file() -> None:
     accounting = local_accounting("o200k")
     assert accounting is not None
-    require("o200k")  # the official file, or skip (fail under CI) with the reason
-    official = wg.TiktokenCounter.from_file(TOKENIZERS_DIR / "o200k_base.tiktoken", "o200k_base")
+    path = official_vocabulary("o200k")  # or skip (fail under CI) with the reason
+    official = wg.TiktokenCounter.from_file(path, "o200k_base")
     swe_agent = [run for run in require_corpus() if run.get("source") == "swe-agent"]
     text = json.dumps(swe_agent, ensure_ascii=False)[:200_000]
     assert accounting.counter.count(text) == official.count(text)
@@ -392,11 +398,10 @@ def test_an_unknown_model_gets_its_tokenizer_inferred_from_the_first_report(o200
 
 @pytest.fixture
 def vllm() -> Any:
-    require("o200k")
     with Emulator(
         flavor="vllm",
         context_window=6_000,
-        tokenizer=str(TOKENIZERS_DIR / "o200k_base.tiktoken"),
+        tokenizer=str(vocabulary("o200k")),
         model="acme-coder-7b",
         scenario="echo",
     ) as emu:

@@ -28,9 +28,8 @@ from windowguard.emulator import Emulator, EmulatorRequest, Reply, ToolCall
 from windowguard.failures import FailureKind
 from windowguard.turns import segment
 
-from .exact_tokenizers import TOKENIZERS_DIR, require, require_corpus
+from .exact_tokenizers import require, require_corpus, vocabulary
 
-TOKENIZER = str(TOKENIZERS_DIR / "o200k_base.tiktoken")
 TASK = [
     {"role": "system", "content": "You are a careful coding agent. Use the tools."},
     {"role": "user", "content": "TASK-e2e: run the test suite and report every failure."},
@@ -105,7 +104,9 @@ def test_an_output_ten_times_the_window_is_clamped_and_read_back_page_by_page(
 ) -> None:
     store = wg.SpillStore(tmp_path / "spill")
     pager = Pager()
-    with Emulator(flavor="vllm", context_window=32_768, tokenizer=TOKENIZER, scenario=pager) as emu:
+    with Emulator(
+        flavor="vllm", context_window=32_768, tokenizer=str(vocabulary("o200k")), scenario=pager
+    ) as emu:
         provider = _provider(emu)
         manager = wg.ContextWindowManager(
             model_info=wg.ModelInfo(32_768, tokenizer="o200k"),
@@ -244,7 +245,7 @@ def test_300_sends_never_overflow_or_orphan_and_keep_task_and_newest(
 ) -> None:
     reader = Reader()
     with Emulator(
-        flavor="vllm", context_window=window, tokenizer=TOKENIZER, scenario=reader
+        flavor="vllm", context_window=window, tokenizer=str(vocabulary("o200k")), scenario=reader
     ) as emu:
         provider = _provider(emu)
         manager = wg.ContextWindowManager(

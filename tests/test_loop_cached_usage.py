@@ -18,9 +18,8 @@ import windowguard as wg
 from windowguard.emulator import Emulator, EmulatorRequest, Reply, ToolCall, UsagePlan
 from windowguard.events import UsageExcludesCached
 
-from .exact_tokenizers import TOKENIZERS_DIR, require
+from .exact_tokenizers import require, vocabulary
 
-TOKENIZER = str(TOKENIZERS_DIR / "o200k_base.tiktoken")
 WINDOW = 16_384
 PAGE = " ".join(f"The release notes say item {n} changed in module {n % 13}." for n in range(60))
 
@@ -53,7 +52,7 @@ def test_a_loop_whose_usage_leaves_out_cached_tokens_never_overflows(edits: Any)
     with Emulator(
         flavor="vllm",
         context_window=WINDOW,
-        tokenizer=TOKENIZER,
+        tokenizer=str(vocabulary("o200k")),
         scenario=_reader,
         usage=UsagePlan(cache="excluded"),
     ) as emu:

@@ -24,10 +24,8 @@ import windowguard as wg
 from windowguard.emulator import Emulator
 from windowguard.failures import FailureKind
 
-from .exact_tokenizers import TOKENIZERS_DIR, require
+from .exact_tokenizers import require, vocabulary
 from .journal_backends import BACKENDS, Backend, backend_for, new_run_id
-
-TOKENIZER = str(TOKENIZERS_DIR / "o200k_base.tiktoken")
 
 
 @pytest.fixture(autouse=True)
@@ -114,7 +112,7 @@ def test_300_iterations_in_16k_with_manager_never_overflow() -> None:
     with Emulator(
         flavor="vllm",
         context_window=16_384,
-        tokenizer=TOKENIZER,
+        tokenizer=str(vocabulary("o200k")),
         scenario="coding-agent:1000",
         model="Qwen/Qwen3-8B",
         seed=7,
@@ -146,7 +144,7 @@ def test_the_same_run_without_the_manager_overflows_at_the_provider() -> None:
     with Emulator(
         flavor="vllm",
         context_window=16_384,
-        tokenizer=TOKENIZER,
+        tokenizer=str(vocabulary("o200k")),
         scenario="coding-agent:1000",
         model="Qwen/Qwen3-8B",
         seed=7,
@@ -163,7 +161,7 @@ def test_the_same_run_without_the_manager_overflows_at_the_provider() -> None:
 
 
 def test_head_alone_too_big_ends_truncated_with_no_provider_call() -> None:
-    with Emulator(flavor="openai", context_window=8192, tokenizer=TOKENIZER) as emu:
+    with Emulator(flavor="openai", context_window=8192, tokenizer=str(vocabulary("o200k"))) as emu:
         provider = _provider(emu)
         manager = wg.ContextWindowManager(model_info=wg.ModelInfo(8192, tokenizer="o200k"))
         huge = [TASK[0], {"role": "user", "content": "review this:\n" + "x = 1\n" * 9000}]
@@ -177,7 +175,7 @@ def test_injected_rate_limits_and_server_errors_are_retried() -> None:
     with Emulator(
         flavor="vllm",
         context_window=16_384,
-        tokenizer=TOKENIZER,
+        tokenizer=str(vocabulary("o200k")),
         scenario="coding-agent:4",
         model="Qwen/Qwen3-8B",
         faults="2,3:429@1.5;5:503",
@@ -202,7 +200,7 @@ def test_anthropic_run_with_manager_through_the_sdk() -> None:
         flavor="anthropic",
         context_window=12_000,
         max_output_tokens=2048,
-        tokenizer=TOKENIZER,
+        tokenizer=str(vocabulary("o200k")),
         scenario="coding-agent:60",
     ) as emu:
         provider = wg.AnthropicProvider("claude-sonnet-4-6", base_url=emu.root_url, api_key="k")
@@ -227,7 +225,7 @@ def test_async_loop_matches_sync_against_the_emulator() -> None:
         with Emulator(
             flavor="vllm",
             context_window=8192,
-            tokenizer=TOKENIZER,
+            tokenizer=str(vocabulary("o200k")),
             scenario="coding-agent:25",
             model="Qwen/Qwen3-8B",
             seed=3,
@@ -247,7 +245,7 @@ def test_async_loop_matches_sync_against_the_emulator() -> None:
         with Emulator(
             flavor="vllm",
             context_window=8192,
-            tokenizer=TOKENIZER,
+            tokenizer=str(vocabulary("o200k")),
             scenario="coding-agent:25",
             model="Qwen/Qwen3-8B",
             seed=3,
@@ -315,7 +313,7 @@ def test_killed_run_resumes_from_its_journal_with_nothing_lost_or_repeated(
     with Emulator(
         flavor="vllm",
         context_window=16_384,
-        tokenizer=TOKENIZER,
+        tokenizer=str(vocabulary("o200k")),
         scenario="coding-agent:12",
         seed=5,
     ) as emu:
@@ -358,7 +356,7 @@ def test_anthropic_cap_hit_synthesis_sends_tools_with_tool_choice_none() -> None
         flavor="anthropic",
         context_window=16_000,
         max_output_tokens=2048,
-        tokenizer=TOKENIZER,
+        tokenizer=str(vocabulary("o200k")),
         scenario="coding-agent:50",
     ) as emu:
         provider = wg.AnthropicProvider("claude-sonnet-4-6", base_url=emu.root_url, api_key="k")
@@ -381,7 +379,9 @@ def test_anthropic_cap_hit_synthesis_sends_tools_with_tool_choice_none() -> None
 def test_emulator_refuses_tool_blocks_without_tools_like_the_messages_api() -> None:
     anthropic = pytest.importorskip("anthropic")
     with (
-        Emulator(flavor="anthropic", context_window=8000, tokenizer=TOKENIZER) as emu,
+        Emulator(
+            flavor="anthropic", context_window=8000, tokenizer=str(vocabulary("o200k"))
+        ) as emu,
         anthropic.Anthropic(base_url=emu.root_url, api_key="k", max_retries=0) as client,
     ):
         messages = [
@@ -403,7 +403,7 @@ def test_streamed_run_is_fitted_and_takes_usage_from_the_stream() -> None:
     with Emulator(
         flavor="vllm",
         context_window=4096,
-        tokenizer=TOKENIZER,
+        tokenizer=str(vocabulary("o200k")),
         scenario="coding-agent:30",
         model="Qwen/Qwen3-8B",
         seed=11,
