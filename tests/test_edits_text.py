@@ -217,7 +217,10 @@ def test_the_default_placeholder_names_the_tool_and_its_arguments() -> None:
 def test_placeholders_are_deterministic_and_short(name: str, arguments: str, tokens: int) -> None:
     one = placeholder_text(name, arguments, tokens)
     assert one == placeholder_text(name, arguments, tokens)
-    shown = one.split("(", 1)[1].rsplit("), ", 1)[0]
+    prefix = f"[cleared to save context: {name or 'a tool'}("  # (a name may hold "(")
+    suffix = f"), {tokens:,} tokens]"
+    assert one.startswith(prefix) and one.endswith(suffix)
+    shown = one[len(prefix) : len(one) - len(suffix)]
     assert len(shown) <= 48
     assert "\n" not in shown and "\t" not in shown
 
