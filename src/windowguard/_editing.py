@@ -426,21 +426,18 @@ class SummaryState:
         text: the summarizer's text.
         message: the message it stands in (a user message in the run's format).
         resumes_at: the caller's message the kept turns begin at, at least (the first
-            message after the turns it folds); kept for its identity, so a rebuilt view
-            finds it again, or drops the summary when it is gone.
+            message after the turns it folds).
         tokens: what the message counts (the edit stages' count).
-        folded: the caller's messages it stands for.
-        covers: those messages themselves, as the caller sent them when they were
-            folded: the summary is sent again only while they are still there, the same
-            objects or equal ones.
+        covers: the caller's messages it stands for, as sent when they were folded
+            (after the head, up to ``resumes_at``): the summary is sent again only while
+            they and ``resumes_at`` are still there, the same objects or equal ones.
     """
 
     text: str
     message: object
     resumes_at: object
     tokens: int
-    folded: int
-    covers: tuple[object, ...] = ()
+    covers: tuple[object, ...]
 
 
 def summary_key(previous: str | None, rendered: str) -> str:

@@ -264,17 +264,13 @@ class FitContext:
         """Framing, system and tools, and the summary after the head: the heuristic's
         estimates and bounds, and the local exact counts once made."""
         fixed, summary = self.fixed, self.summary
+        costs = BaseCosts(
+            fixed_raw=fixed.raw, fixed_bound=fixed.bound, fixed_local=self.local_fixed
+        )
         if summary is None:
-            return BaseCosts(
-                fixed_raw=fixed.raw, fixed_bound=fixed.bound, fixed_local=self.local_fixed
-            )
-        return BaseCosts(
-            fixed_raw=fixed.raw,
-            fixed_bound=fixed.bound,
-            fixed_local=self.local_fixed,
-            summary_raw=summary.raw,
-            summary_bound=summary.bound,
-            summary_local=summary.local,
+            return costs
+        return replace(
+            costs, summary_raw=summary.raw, summary_bound=summary.bound, summary_local=summary.local
         )
 
     def cost_function(self, factors: Factors, *, upper: bool | None = None) -> Callable[[int], int]:

@@ -868,54 +868,44 @@ class ContextWindowManager:
         """Send the run's summary again, after the head, if the turns it stands for are
         still where they were (a transcript that changed under it loses it: the turns
         after it are then counted and dropped as without one)."""
-        state = self._edit_state
-        summary = state.summary
+        summary = self._edit_state.summary
         if summary is None:
             return
-        run, seg = ctx.run, ctx.seg
+        seg = ctx.seg
         starts = seg.turn_starts
-        at = next((i for i, m in enumerate(run.seen) if m is summary.resumes_at), -1)
-        if at < 0:
-            # The caller sends its messages as new objects (a proxy parsing each request,
-            # a client copying its history): the summary resumes at an equal message
-            # where it left off, and is found by identity again while that one is sent.
-            at = seg.head_stop + summary.folded
-            if at < len(run.seen) and same_message(run.seen[at], summary.resumes_at, run.format):
-                summary = state.summary = replace(summary, resumes_at=run.seen[at])
-            else:
-                at = -1
-        turn = bisect_left(starts, at) if at >= 0 else len(starts)
-        if turn >= len(starts) or starts[turn] != at or not self._covers(ctx, at):
+        at = seg.head_stop + len(summary.covers)  # where the kept turns begin again
+        turn = bisect_left(starts, at)
+        if turn >= len(starts) or starts[turn] != at or not self._still_there(ctx, at):
             logger.warning("the summarized turns changed; the summary is no longer sent")
-            state.summary = None
+            self._edit_state.summary = None
             return
-        resumed = state.summary  # (with this send's objects)
+        resumed = self._edit_state.summary  # (with this send's objects)
         assert resumed is not None
         ctx.summarize(self._summarized(ctx, resumed), turn)
 
-    def _covers(self, ctx: FitContext, at: int) -> bool:
-        """Whether the messages before ``at`` (after the head) are the ones the run's
-        summary folded: the same objects, or equal ones (in the Anthropic format, apart
-        from ``cache_control``); the summary then remembers this send's objects. A
-        message the caller changed after it was folded is not in the summary, which
-        must not stand for it."""
+    def _still_there(self, ctx: FitContext, at: int) -> bool:
+        """Whether the messages the run's summary folded, and the one it resumes at
+        (``at``), are where they were: the same objects, or equal ones (in the Anthropic
+        format, apart from ``cache_control``), as a proxy parsing each request or a
+        client copying its history sends them. The summary then remembers this send's
+        objects, found by identity again while they are sent. A message the caller
+        changed after it was folded is not in the summary, which must not stand for it."""
         state = self._edit_state
         summary = state.summary
         assert summary is not None
-        run, fmt = ctx.run, ctx.run.format
-        now = run.seen[ctx.seg.head_stop : at]
-        covers = summary.covers
-        if len(now) != len(covers):
+        now = ctx.run.seen[ctx.seg.head_stop : at + 1]
+        then = [*summary.covers, summary.resumes_at]
+        if len(now) != len(then):
             return False
-        if all(map(operator.is_, now, covers)):
+        if all(map(operator.is_, now, then)):
             return True
         try:
-            same = now == list(covers)  # at C speed; each pair compared by identity first
+            same = now == then  # at C speed; each pair compared by identity first
         except Exception:  # a message whose == raises (arrays in its content)
             same = False
-        if not same and not all(map(same_message, now, covers, repeat(fmt))):
+        if not same and not all(map(same_message, now, then, repeat(ctx.run.format))):
             return False
-        state.summary = replace(summary, covers=tuple(now))
+        state.summary = replace(summary, covers=tuple(now[:-1]), resumes_at=now[-1])
         return True
 
     def _summarized(self, ctx: FitContext, summary: SummaryState) -> Summarized:
@@ -999,7 +989,6 @@ class ContextWindowManager:
             message=message,
             resumes_at=run.seen[fold_to],
             tokens=tokens,
-            folded=fold_to - ctx.seg.head_stop,
             covers=tuple(run.seen[ctx.seg.head_stop : fold_to]),
         )
         ctx.summarize(self._summarized(ctx, state.summary), new_first)
