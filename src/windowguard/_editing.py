@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 
 from ._fitting import FitContext
 from .edits.config import ClampToolResults, ClearToolResults, EditStage, Summarize
-from .edits.parts import ResultRef, tool_calls, tool_results
+from .edits.parts import CallRef, ResultRef, scan_refs, tool_calls
 from .edits.records import EditRecord
 from .edits.rewrite import clear_call_inputs, replace_result_text
 from .edits.summary import arun_summarizer, run_summarizer
@@ -110,25 +110,36 @@ def _scan(ctx: FitContext, start: int, *, original: bool = False) -> list[Result
     the whole transcript when ``start`` lies in the head), in what is sent (an earlier
     edit's copy where there is one; ``original``: in the caller's own messages), with
     the transcript's indices and turn numbers."""
+    return _refs(ctx, start, original=original)[1]
+
+
+def _refs(
+    ctx: FitContext, start: int, *, original: bool = False
+) -> tuple[list[CallRef], list[ResultRef]]:
+    """The tool calls and results :func:`_scan` reads, from the turn holding ``start``
+    on: what is before it is not read (a long run's dropped turns cost nothing)."""
     seg = ctx.seg
     starts = seg.turn_starts
     fmt = ctx.run.format
     messages = ctx.run.seen if original else ctx.run.effective
     turn = bisect_right(starts, start) - 1
     if start < seg.head_stop or turn < 0:
-        return tool_results(messages[: ctx.end], fmt, seg.head_stop, starts)
+        return scan_refs(messages[: ctx.end], fmt, seg.head_stop, starts)
     first = starts[turn]
     relative = [starts[j] - first for j in range(turn, len(starts))]
-    found = tool_results(messages[first : ctx.end], fmt, 0, relative)
-    return [
-        replace(
-            r,
-            index=r.index + first,
-            turn=r.turn + turn,
-            call_index=None if r.call_index is None else r.call_index + first,
-        )
-        for r in found
-    ]
+    calls, found = scan_refs(messages[first : ctx.end], fmt, 0, relative)
+    return (
+        [replace(c, index=c.index + first, turn=c.turn + turn) for c in calls],
+        [
+            replace(
+                r,
+                index=r.index + first,
+                turn=r.turn + turn,
+                call_index=None if r.call_index is None else r.call_index + first,
+            )
+            for r in found
+        ],
+    )
 
 
 def _apply(
@@ -364,12 +375,7 @@ def _clear_inputs(
 ) -> list[EditRecord]:
     """Clear the arguments of the calls whose results were cleared, where allowed."""
     run = ctx.run
-    seg = ctx.seg
-    refs = {
-        (c.index, c.part): c
-        for c in tool_calls(run.effective[: ctx.end], run.format, seg.head_stop, seg.turn_starts)
-        if c.index in calls
-    }
+    refs = {(c.index, c.part): c for c in _refs(ctx, min(calls))[0] if c.index in calls}
     changes: dict[int, object] = {}
     made: list[EditRecord] = []
     for index, parts in calls.items():

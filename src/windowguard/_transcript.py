@@ -49,6 +49,7 @@ class Transcript:
         "cache",
         "cleared",
         "edited_at",
+        "edited_order",
         "edits_checked",
         "effective",
         "format",
@@ -69,6 +70,9 @@ class Transcript:
         self.effective: list[object] = self.seen
         # Index -> the edited copy sent there, ascending (what ``effective`` differs in).
         self.edited_at: dict[int, object] = {}
+        # ``edited_at``'s indices in order (None: not made since the last edit), so that
+        # a send keeping the newest turns visits only the copies it keeps.
+        self.edited_order: list[int] | None = None
         # Messages before this index were looked at by the clamp stage already.
         self.edits_checked = 0
         self.index = TurnIndex()
@@ -121,11 +125,14 @@ class Transcript:
         edited = self.edited_at
         if not edited:
             return kept
-        for index, copy in edited.items():
-            if index < head_stop:
-                kept[index] = copy
-            elif index >= kept_from:
-                kept[head_stop + index - kept_from] = copy
+        order = self.edited_order
+        if order is None:
+            order = self.edited_order = sorted(edited)
+        for index in order[: bisect_left(order, head_stop)]:
+            kept[index] = edited[index]
+        shift = head_stop - kept_from
+        for index in order[bisect_left(order, kept_from) :]:
+            kept[index + shift] = edited[index]
         return kept
 
     def patched(self, kept: list[object], start: int) -> list[object]:
@@ -161,6 +168,7 @@ class Transcript:
             self.cache[id(original)] = entry
             self.effective[index] = message
             self.edited_at[index] = message
+        self.edited_order = None
         self.base_key = None
         self.ledger.replaced(sorted(changes))
 

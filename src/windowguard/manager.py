@@ -1255,7 +1255,8 @@ class ContextWindowManager:
                     and r.messages[-1] < cut_to
                 ]
                 if moot:
-                    made[:] = [r for r in made if not any(r is m for m in moot)]
+                    gone = {id(r) for r in moot}
+                    made[:] = [r for r in made if id(r) not in gone]
                 if newly_from < cut_to:
                     dropped_now = ctx.count(newly_from, self._factors).tokens - count.tokens
                     dropped_now += sum(r.tokens_freed for r in moot)

@@ -58,6 +58,7 @@ __all__ = [
     "CallRef",
     "ResultRef",
     "looks_failed",
+    "scan_refs",
     "tool_calls",
     "tool_results",
 ]
@@ -214,6 +215,13 @@ def tool_calls(
     """Every tool call of a transcript, in transcript order; takes :func:`tool_results`'
     arguments. ``clearable`` says whether its input may be replaced."""
     return _scan(messages, fmt, head_stop, turn_starts)[0]
+
+
+def scan_refs(
+    messages: Sequence[object], fmt: Format, head_stop: int, turn_starts: Sequence[int]
+) -> tuple[list[CallRef], list[ResultRef]]:
+    """:func:`tool_calls` and :func:`tool_results` of one reading of the transcript."""
+    return _scan(messages, fmt, head_stop, turn_starts)
 
 
 def _units(n: int, head_stop: int, turn_starts: Sequence[int]) -> list[tuple[int, range]]:
