@@ -408,8 +408,10 @@ class ProxyRefused(Event):
     """The proxy answered a request itself, without contacting the upstream.
 
     ``code`` is ``context_truncated`` (head + newest turn cannot fit),
-    ``invalid_request`` (bad input) or ``request_too_large`` (a body above the proxy's
-    limit); the numbers are set for the first.
+    ``invalid_request`` (bad input), ``invalid_path`` (a path it will not route or
+    forward: an encoded separator, a control character, ``..`` above the root) or
+    ``request_too_large`` (a body above the proxy's limit); the numbers are set for the
+    first.
     """
 
     kind: ClassVar[str] = "proxy_refused"

@@ -19,8 +19,12 @@ Invariants:
   error shape, with the numbers, and the upstream is not contacted.
 - A body larger than ``max_body_bytes`` is answered 413 ``request_too_large`` in the
   API's own shape, without reading the rest of it or contacting the upstream.
+- One path form (:mod:`._paths`): a request's path is normalised before routing
+  (``/v1/./chat/completions`` is the fitted route) and forwarded in that same form, so
+  no spelling skips fitting and nothing climbs out of the upstream's path prefix; a
+  path that cannot be normalised safely is a 400 ``invalid_path``.
 - Every request the proxy refuses itself, without contacting the upstream, emits a
-  ``proxy_refused`` event (``context_truncated``, ``invalid_request``,
+  ``proxy_refused`` event (``context_truncated``, ``invalid_request``, ``invalid_path``,
   ``request_too_large``); an upstream error, and an upstream that cannot be reached,
   emits a ``provider_error`` event instead.
 - Bad input (a body that is not a JSON object, messages that are not a list, a bad
@@ -64,6 +68,7 @@ from ..guard._apis import ANTHROPIC_MESSAGES, CHAT, RESPONSES, Api
 from ..guard._core import Send
 from ..sinks import Sink
 from ._guards import ProxyGuards, UpstreamRefusal
+from ._paths import BadPath, normalise_path
 from ._wire import SseUsage, error_body, forward_headers, response_headers
 from .config import ProxyConfig, UpstreamInfo
 from .metrics import ProxyMetrics
@@ -89,6 +94,7 @@ _ROUTES: Final = (
     ("/v1/responses", _Route(api=RESPONSES, label="responses", anthropic=False)),
     ("/v1/messages", _Route(api=ANTHROPIC_MESSAGES, label="messages", anthropic=True)),
 )
+_FITTED_PATHS: Final = frozenset(path for path, _ in _ROUTES)
 
 
 class _Proxy:
@@ -230,7 +236,7 @@ class _Proxy:
         stream: bool,
         attempt: int = 1,
     ) -> Response:
-        url = self.upstream.root + request.url.path
+        url = self.upstream.root + _forwarded_path(request)
         headers = [
             (name, value)
             for name, value in forward_headers(
@@ -370,7 +376,7 @@ class _Proxy:
         client = self._client()
         outgoing = client.build_request(
             request.method,
-            self.upstream.root + path,
+            self.upstream.root + _forwarded_path(request),
             params=request.url.query or None,
             headers=headers,
             content=request.stream() if has_body else None,
@@ -392,6 +398,43 @@ class _Proxy:
             status_code=answer.status_code,
             headers=response_headers(answer.headers.items()),
         )
+
+
+def _forwarded_path(request: HttpRequest) -> str:
+    """The normalised path, percent-encoded, as the upstream gets it (_Paths)."""
+    raw = request.scope.get("raw_path")
+    return raw.decode("ascii") if isinstance(raw, bytes) else request.url.path
+
+
+class _Paths:
+    """ASGI middleware: every HTTP request's path in its one normalised form
+    (:mod:`._paths`) before routing, or a 400 in the called API's shape naming what is
+    wrong with it."""
+
+    def __init__(self, app: Any, proxy: _Proxy) -> None:
+        self.app = app
+        self.proxy = proxy
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope.get("type") != "http":
+            await self.app(scope, receive, send)
+            return
+        raw = scope.get("raw_path")
+        if not isinstance(raw, bytes):
+            raw = str(scope.get("path", "")).encode("utf-8")
+        try:
+            path = normalise_path(raw, _FITTED_PATHS)
+        except BadPath as exc:
+            anthropic = b"messages" in raw
+            api = ANTHROPIC_MESSAGES if anthropic else CHAT
+            message = f"windowguard proxy: {exc}"
+            self.proxy.metrics.inc("requests_total", "passthrough")
+            self.proxy.emit(ProxyRefused(api=api.name, code="invalid_path", message=message))
+            body = error_body(anthropic, message, code="invalid_path")
+            await JSONResponse(body, status_code=400)(scope, receive, send)
+            return
+        scope = dict(scope, path=path.decoded, raw_path=path.encoded.encode("ascii"))
+        await self.app(scope, receive, send)
 
 
 def _kind_of_status(status: int) -> str:
@@ -484,4 +527,5 @@ def create_app(
     )
     app = Starlette(routes=routes, lifespan=proxy.lifespan)
     app.state.proxy = proxy
+    app.add_middleware(_Paths, proxy=proxy)
     return app
