@@ -9,6 +9,9 @@ Invariants:
 - Hop-by-hop headers (RFC 9110 section 7.6.1) and the ones the proxy recomputes
   (``host``, ``content-length``) never cross it; nothing else is changed but the
   credentials, and only when the proxy was given its own key.
+- With its own key, the proxy never passes that key back: :class:`Redactor` replaces it
+  (and its JSON-escaped spelling) in every upstream body and header a client gets,
+  streamed or not, however the bytes are split.
 - :class:`SseUsage` reads server-sent events as they pass: it holds back at most one
   unfinished event, hands each complete event's ``data`` to a callback, and the bytes
   go on untouched. An unfinished event (or a body that is not an event stream) that
@@ -26,6 +29,8 @@ from ..guard._streams import stream_usage
 
 __all__ = [
     "HOP_BY_HOP",
+    "REDACTED",
+    "Redactor",
     "SseUsage",
     "anthropic_error",
     "error_body",
@@ -48,6 +53,9 @@ HOP_BY_HOP: Final = frozenset(
     }
 )
 _CREDENTIALS: Final = ("authorization", "x-api-key")
+
+REDACTED: Final = b"[key redacted by windowguard proxy]"
+"""What replaces the proxy's own key in what an upstream sends back."""
 
 MAX_EVENT_BYTES: Final = 1024 * 1024
 """The most of one unfinished server-sent event :class:`SseUsage` holds back to parse."""
@@ -133,16 +141,103 @@ def forward_headers(
     return out
 
 
-def response_headers(headers: Iterable[tuple[str, str]]) -> dict[str, str]:
+def response_headers(
+    headers: Iterable[tuple[str, str]],
+    *,
+    decoded: bool = False,
+    redactor: Redactor | None = None,
+) -> dict[str, str]:
     """The upstream's response headers as given to the client: hop-by-hop ones and
-    ``content-length`` (the server sets it for the body it sends) removed."""
+    ``content-length`` (the server sets it for the body it sends) removed.
+
+    Args:
+        headers: the upstream's response headers.
+        decoded: the body goes on decoded (``content-encoding`` removed too).
+        redactor: replaces the proxy's own key in header values.
+    """
     out: dict[str, str] = {}
     for name, value in headers:
         lower = name.lower()
         if lower in HOP_BY_HOP or lower == "content-length":
             continue
+        if decoded and lower == "content-encoding":
+            continue
+        if redactor is not None:
+            value = redactor.text(value)
         out[lower] = value
     return out
+
+
+class Redactor:
+    """Replaces secrets in bytes passing through, however the stream splits them.
+
+    :meth:`feed` returns what may go on now; it holds back only a tail that could be the
+    start of a secret (so a stream whose chunks end in anything else is not delayed),
+    and :meth:`close` returns that tail. :meth:`whole` and :meth:`text` redact a body or
+    a header value at once. With no secret, every method passes its input through.
+
+    Args:
+        secrets: the texts to replace (empty ones are ignored); each is replaced as
+            written and as JSON writes it (``/`` as ``\\/``, ``"`` and ``\\``
+            escaped).
+    """
+
+    __slots__ = ("_secrets", "_tail", "_texts")
+
+    def __init__(self, secrets: Iterable[str | None]) -> None:
+        found: set[str] = set()
+        for secret in secrets:
+            if not secret:
+                continue
+            escaped = json.dumps(secret)[1:-1]
+            found |= {secret, escaped, escaped.replace("/", "\\/")}
+        self._texts = tuple(sorted(found, key=len, reverse=True))
+        self._secrets = tuple(text.encode("utf-8") for text in self._texts)
+        self._tail = b""
+
+    def __bool__(self) -> bool:
+        return bool(self._secrets)
+
+    def whole(self, data: bytes) -> bytes:
+        """``data`` with every secret replaced."""
+        for secret in self._secrets:
+            if secret in data:
+                data = data.replace(secret, REDACTED)
+        return data
+
+    def text(self, value: str) -> str:
+        """A header value with every secret replaced."""
+        for secret in self._texts:
+            if secret in value:
+                value = value.replace(secret, REDACTED.decode("ascii"))
+        return value
+
+    def feed(self, chunk: bytes) -> bytes:
+        """The next bytes of a stream; returns the bytes to pass on now."""
+        if not self._secrets:
+            return chunk
+        data = self.whole(self._tail + chunk)
+        hold = self._held(data)
+        self._tail = data[len(data) - hold :]
+        return data[: len(data) - hold]
+
+    def close(self) -> bytes:
+        """The stream ended: what was held back."""
+        tail, self._tail = self._tail, b""
+        return tail
+
+    def _held(self, data: bytes) -> int:
+        """The longest tail of ``data`` that is a proper prefix of a secret (0: none)."""
+        longest = 0
+        end = len(data)
+        for secret in self._secrets:
+            position = data.find(secret[:1], max(end - len(secret) + 1, 0))
+            while position >= 0 and end - position > longest:
+                if secret.startswith(data[position:]):
+                    longest = end - position
+                    break
+                position = data.find(secret[:1], position + 1)
+        return longest
 
 
 def is_usage_only_chunk(data: Mapping[str, Any]) -> bool:

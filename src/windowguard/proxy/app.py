@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
@@ -69,7 +70,7 @@ from ..guard._core import Send
 from ..sinks import Sink
 from ._guards import ProxyGuards, UpstreamRefusal
 from ._paths import BadPath, normalise_path
-from ._wire import SseUsage, error_body, forward_headers, response_headers
+from ._wire import Redactor, SseUsage, error_body, forward_headers, response_headers
 from .config import ProxyConfig, UpstreamInfo
 from .metrics import ProxyMetrics
 
@@ -78,6 +79,9 @@ __all__ = ["ProxyRefused", "create_app"]
 logger = logging.getLogger("windowguard.proxy")
 
 _READ_CHUNK: Final = 64 * 1024
+# A JSON escape of a UTF-16 surrogate: json.loads pairs them, and leaves a lone one in
+# the text, which no UTF-8 encoder (ours, a tokenizer's, the upstream's) takes.
+_SURROGATE_ESCAPE: Final = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -107,6 +111,9 @@ class _Proxy:
         self.sinks: tuple[Sink, ...] = tuple(sinks)
         self.guards = ProxyGuards(config, upstream, self.sinks)
         self.client: httpx2.AsyncClient | None = None
+        # The proxy's own key, never passed back in what an upstream answers (one
+        # Redactor per stream: it holds back a tail that may start the key).
+        self.redactor = Redactor([config.api_key])
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -214,6 +221,16 @@ class _Proxy:
             return self._bad_request(
                 route, f"the request body must be a JSON object, got {type(body).__name__}"
             )
+        if _SURROGATE_ESCAPE.search(raw):
+            try:
+                json.dumps(body, ensure_ascii=False).encode("utf-8")
+            except UnicodeEncodeError as exc:
+                lone = exc.object[exc.start : exc.end].encode("unicode_escape").decode("ascii")
+                return self._bad_request(
+                    route,
+                    f"the request body holds a lone UTF-16 surrogate ({lone}), which is not "
+                    "valid Unicode: a string was cut in the middle of a character (an emoji?)",
+                )
         return body
 
     def _count_fit(self, route: _Route, send: Send) -> None:
@@ -251,7 +268,11 @@ class _Proxy:
         content = json.dumps(payload, ensure_ascii=False).encode("utf-8")
         client = self._client()
         outgoing = client.build_request(
-            "POST", url, params=request.url.query or None, headers=headers, content=content
+            "POST",
+            url,
+            params=request.url.query or None,
+            headers=_header_bytes(headers),
+            content=content,
         )
         try:
             answer = await client.send(outgoing, stream=True)
@@ -280,14 +301,14 @@ class _Proxy:
                     request, route, send.kwargs, send, stream=stream, attempt=attempt + 1
                 )
             return Response(
-                raw, answer.status_code, headers=response_headers(answer.headers.items())
+                self.redactor.whole(raw), answer.status_code, headers=self._headers(answer)
             )
         if stream:
             strip = route.api is CHAT and send is not None and not _asked_usage(send)
             return StreamingResponse(
-                _relay(answer, send, strip_usage_chunk=strip),
+                _relay(answer, send, strip_usage_chunk=strip, redactor=self._stream_redactor()),
                 status_code=answer.status_code,
-                headers=response_headers(answer.headers.items()),
+                headers=self._headers(answer),
             )
         raw_or_error = await _read_all(answer)
         if isinstance(raw_or_error, httpx2.HTTPError):  # cut off after its headers
@@ -295,7 +316,16 @@ class _Proxy:
         raw = raw_or_error
         if send is not None:
             send.usage(_usage_of_body(raw))
-        return Response(raw, answer.status_code, headers=response_headers(answer.headers.items()))
+        return Response(self.redactor.whole(raw), answer.status_code, headers=self._headers(answer))
+
+    def _headers(self, answer: httpx2.Response, *, decoded: bool = True) -> dict[str, str]:
+        """The upstream's answer headers for the client: the body goes on decoded (the
+        proxy read it), and the proxy's own key never goes back."""
+        redactor = self.redactor if self.redactor else None
+        return response_headers(answer.headers.items(), decoded=decoded, redactor=redactor)
+
+    def _stream_redactor(self) -> Redactor | None:
+        return Redactor([self.config.api_key]) if self.redactor else None
 
     # -- answers the proxy gives itself -----------------------------------------------
 
@@ -365,26 +395,40 @@ class _Proxy:
     async def passthrough(self, request: HttpRequest) -> Response:
         self.metrics.inc("requests_total", "passthrough")
         path = request.url.path
+        # With its own key the proxy reads what it passes back (to take the key out of
+        # it), so it asks for it unencoded and decodes what comes encoded anyway.
+        redactor = self._stream_redactor()
         headers = forward_headers(
             request.headers.items(),
             api_key=self.config.api_key,
             anthropic=path.startswith("/v1/messages"),
-            identity=False,
+            identity=redactor is not None,
             keep_length=True,
         )
+        anthropic = path.startswith("/v1/messages")
+        if "content-length" in request.headers and "transfer-encoding" in request.headers:
+            # Two framings of one body (RFC 9112 6.1: a request smuggling pattern): which
+            # one the upstream believes is not for the proxy to guess.
+            route = _Route(
+                api=ANTHROPIC_MESSAGES if anthropic else CHAT,
+                label="passthrough",
+                anthropic=anthropic,
+            )
+            return self._bad_request(
+                route, "the request has both Content-Length and Transfer-Encoding; send one"
+            )
         has_body = "content-length" in request.headers or "transfer-encoding" in request.headers
         client = self._client()
         outgoing = client.build_request(
             request.method,
             self.upstream.root + _forwarded_path(request),
             params=request.url.query or None,
-            headers=headers,
+            headers=_header_bytes(headers),
             content=request.stream() if has_body else None,
         )
         try:
             answer = await client.send(outgoing, stream=True)
         except httpx2.HTTPError as exc:
-            anthropic = path.startswith("/v1/messages")
             route = _Route(
                 api=ANTHROPIC_MESSAGES if anthropic else CHAT,
                 label="passthrough",
@@ -394,10 +438,16 @@ class _Proxy:
         if answer.status_code >= 400:
             self.metrics.inc("upstream_errors_total", _kind_of_status(answer.status_code))
         return StreamingResponse(
-            _raw(answer),
+            _raw(answer) if redactor is None else _redacted(answer, redactor),
             status_code=answer.status_code,
-            headers=response_headers(answer.headers.items()),
+            headers=self._headers(answer, decoded=redactor is not None),
         )
+
+
+def _header_bytes(headers: Iterable[tuple[str, str]]) -> list[tuple[bytes, bytes]]:
+    """Headers as the bytes the client sent (Starlette reads them as Latin-1): a
+    non-ASCII byte in a value goes on as it came, instead of failing an ASCII encode."""
+    return [(name.encode("latin-1"), value.encode("latin-1")) for name, value in headers]
 
 
 def _forwarded_path(request: HttpRequest) -> str:
@@ -469,18 +519,41 @@ def _usage_of_body(raw: bytes) -> object:
 
 
 async def _relay(
-    answer: httpx2.Response, send: Send | None, *, strip_usage_chunk: bool
+    answer: httpx2.Response,
+    send: Send | None,
+    *,
+    strip_usage_chunk: bool,
+    redactor: Redactor | None = None,
 ) -> AsyncIterator[bytes]:
-    """The upstream's event stream, as it arrives, with the usage read from it."""
+    """The upstream's event stream, as it arrives, with the usage read from it (and the
+    proxy's own key taken out, with a ``redactor``)."""
     reader = SseUsage(
         send.usage if send is not None else _ignore, strip_usage_chunk=strip_usage_chunk
     )
     try:
         async for chunk in answer.aiter_bytes():
             out = reader.feed(chunk)
+            if redactor is not None:
+                out = redactor.feed(out)
             if out:
                 yield out
         rest = reader.close()
+        if redactor is not None:
+            rest = redactor.feed(rest) + redactor.close()
+        if rest:
+            yield rest
+    finally:
+        await answer.aclose()
+
+
+async def _redacted(answer: httpx2.Response, redactor: Redactor) -> AsyncIterator[bytes]:
+    """A passed-through answer, decoded, with the proxy's own key taken out."""
+    try:
+        async for chunk in answer.aiter_bytes():
+            out = redactor.feed(chunk)
+            if out:
+                yield out
+        rest = redactor.close()
         if rest:
             yield rest
     finally:

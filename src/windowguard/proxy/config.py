@@ -118,6 +118,15 @@ class ProxyConfig:
             raise ConfigurationError(f"max_models must be >= 1, got {self.max_models}")
         if self.max_body_bytes < 1:
             raise ConfigurationError(f"max_body_bytes must be >= 1, got {self.max_body_bytes}")
+        if self.api_key is not None and not (
+            self.api_key and self.api_key.isascii() and self.api_key.isprintable()
+        ):
+            # It goes into a header: a newline would add headers of its own, and the
+            # key itself is never shown.
+            raise ConfigurationError(
+                "the proxy's api_key (--api-key-env) must be printable ASCII characters (it is "
+                "sent as a header)"
+            )
         self._edits(spill=None)  # every edit option checked now, naming its flag
 
     def edit_stages(self) -> tuple[EditStage, ...] | None:

@@ -1,5 +1,9 @@
-"""The proxy's one path form: no spelling of a fitted route skips fitting, nothing climbs
-out of the upstream's path prefix, and a path it cannot route safely is a 400.
+"""Input the proxy must not pass on as it came (issue 20, items 5 and 6).
+
+One path form: no spelling of a fitted route skips fitting, nothing climbs out of the
+upstream's path prefix, and a path it cannot route safely is a 400. A lone UTF-16
+surrogate in a body, and a request with two framings, are 400s naming the problem; a
+non-ASCII header byte goes on as it came. Never a 500.
 
 Raw requests go over a socket (an HTTP client would normalise the path itself); the
 upstreams are the emulator and a plain ``http.server`` that records what it was asked.
@@ -240,3 +244,82 @@ def test_an_anthropic_path_is_refused_in_anthropics_shape(recorder: str) -> None
         assert status == 400
         body = json.loads(payload)
         assert body["type"] == "error" and "climbs above" in body["error"]["message"]
+
+
+# -- input the proxy cannot pass on as it is --------------------------------------------
+
+
+def test_a_lone_surrogate_is_a_400_naming_it_and_a_pair_goes_through() -> None:
+    with (
+        Emulator(flavor="vllm", context_window=4096) as emu,
+        ProxyServer(ProxyConfig(upstream=emu.root_url, port=0)) as proxy,
+    ):
+        cut = b'{"model": "m", "messages": [{"role": "user", "content": "hi \\ud83d"}]}'
+        status, payload = raw_request(proxy.port, "POST", "/v1/chat/completions", cut)
+        assert status == 400
+        error = json.loads(payload)["error"]
+        assert error["code"] == "invalid_request" and "lone UTF-16 surrogate" in error["message"]
+        assert "\\ud83d" in error["message"]
+        anthropic = (
+            b'{"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "\\uDC00"}]}'
+        )
+        status, payload = raw_request(proxy.port, "POST", "/v1/messages", anthropic)
+        assert status == 400 and json.loads(payload)["type"] == "error"
+        assert emu.records == ()
+        paired = b'{"model": "m", "messages": [{"role": "user", "content": "hi \\ud83d\\ude00"}]}'
+        status, _ = raw_request(proxy.port, "POST", "/v1/chat/completions", paired)
+        assert status == 200 and len(emu.records) == 1
+
+
+class _Headers(_Recorder):
+    """A recorder that also keeps one request header, as the bytes it received."""
+
+    seen: ClassVar[list[bytes]] = []
+
+    def _answer(self) -> None:
+        value = self.headers.get("x-custom")
+        if value is not None:
+            self.seen.append(value.encode("latin-1"))
+        super()._answer()
+
+    do_GET = do_POST = _answer
+
+
+def test_a_non_ascii_header_byte_goes_on_as_it_came_and_two_framings_are_refused() -> None:
+    _Headers.seen.clear()
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Headers)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        root = f"http://127.0.0.1:{server.server_address[1]}"
+        config = ProxyConfig(upstream=root, port=0, window=8192, model=MODEL)
+        with ProxyServer(config) as proxy:
+            status, _ = raw_request(proxy.port, "GET", "/v1/models", headers=("x-custom: caf\xe9",))
+            assert status == 200
+            body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "hi"}]})
+            status, _ = raw_request(
+                proxy.port,
+                "POST",
+                "/v1/chat/completions",
+                body.encode(),
+                headers=("x-custom: na\xefve",),
+            )
+            assert status == 200
+            assert _Headers.seen == [b"caf\xe9", b"na\xefve"]
+            _Recorder.paths.clear()
+            status, payload = raw_request(
+                proxy.port,
+                "POST",
+                "/tokenize",
+                headers=("content-length: 5", "transfer-encoding: chunked"),
+            )
+            assert status == 400
+            assert (
+                "both Content-Length and Transfer-Encoding"
+                in json.loads(payload)["error"]["message"]
+            )
+            assert _Recorder.paths == []
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
