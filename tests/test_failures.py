@@ -737,3 +737,10 @@ def test_redact_secrets_examples(text: str, expected: str | None) -> None:
     out = redact_secrets(text)
     assert out == (text if expected is None else expected)
     assert redact_secrets(out) == out  # idempotent
+
+
+def test_an_http_error_without_a_request_is_classified_not_raised() -> None:
+    # httpx's errors raise RuntimeError from `.request` when none was set; the proxy
+    # classifies the error a stream broke off with (issue 20, item 8).
+    error = httpx2.RemoteProtocolError("peer closed connection without sending complete body")
+    assert classify_failure(error).kind is FailureKind.CONNECTION

@@ -127,10 +127,19 @@ def _from_exception(error: BaseException) -> _Signal:
             break
         if isinstance(link, ConnectionError) or _CONNECTION_WORDS.search(str(link)):
             transport = FailureKind.CONNECTION
-    if transport is None and getattr(error, "request", None) is not None:
+    if transport is None and _request_of(error) is not None:
         # An SDK API error with a request and no response never reached a server.
         transport = FailureKind.CONNECTION
     return _Signal(None, headers, None, text, transport)
+
+
+def _request_of(error: BaseException) -> object:
+    """The error's ``request``; None when it has none (httpx's errors raise
+    ``RuntimeError`` for a request that was never set)."""
+    try:
+        return getattr(error, "request", None)
+    except RuntimeError:
+        return None
 
 
 def _get(obj: object, name: str) -> object:

@@ -37,6 +37,7 @@ __all__ = [
     "forward_headers",
     "openai_error",
     "response_headers",
+    "stream_error_event",
 ]
 
 HOP_BY_HOP: Final = frozenset(
@@ -139,6 +140,17 @@ def forward_headers(
     if identity:
         out.append(("accept-encoding", "identity"))
     return out
+
+
+def stream_error_event(anthropic: bool, message: str) -> bytes:
+    """A server-sent event that ends a broken stream in the API's own error shape, so
+    the SDK raises instead of ending as if the answer were complete (OpenAI's SDKs
+    raise on a ``data`` object with an ``error``; Anthropic's on an ``error`` event)."""
+    if anthropic:
+        data = anthropic_error(message, error_type="api_error")
+        return b"event: error\ndata: " + json.dumps(data).encode("utf-8") + b"\n\n"
+    data = openai_error(message, code="upstream_stream_broken", error_type="upstream_error")
+    return b"data: " + json.dumps(data).encode("utf-8") + b"\n\n"
 
 
 def response_headers(
@@ -282,6 +294,11 @@ class SseUsage:
         self._reported = False
         self._skipping = False  # inside an oversized event: pass bytes on unparsed
         self._buffer = b""
+
+    @property
+    def reported(self) -> bool:
+        """Whether a usage was found (and handed to ``on_usage``)."""
+        return self._reported
 
     def feed(self, chunk: bytes) -> bytes:
         """Take the next bytes of the stream; returns the bytes to pass on now."""

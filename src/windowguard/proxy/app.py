@@ -70,7 +70,14 @@ from ..guard._core import Send
 from ..sinks import Sink
 from ._guards import ProxyGuards, UpstreamRefusal
 from ._paths import BadPath, normalise_path
-from ._wire import Redactor, SseUsage, error_body, forward_headers, response_headers
+from ._wire import (
+    Redactor,
+    SseUsage,
+    error_body,
+    forward_headers,
+    response_headers,
+    stream_error_event,
+)
 from .config import ProxyConfig, UpstreamInfo
 from .metrics import ProxyMetrics
 
@@ -99,6 +106,7 @@ _ROUTES: Final = (
     ("/v1/messages", _Route(api=ANTHROPIC_MESSAGES, label="messages", anthropic=True)),
 )
 _FITTED_PATHS: Final = frozenset(path for path, _ in _ROUTES)
+_PASSTHROUGH: Final = _Route(api=CHAT, label="passthrough", anthropic=False)
 
 
 class _Proxy:
@@ -306,7 +314,7 @@ class _Proxy:
         if stream:
             strip = route.api is CHAT and send is not None and not _asked_usage(send)
             return StreamingResponse(
-                _relay(answer, send, strip_usage_chunk=strip, redactor=self._stream_redactor()),
+                self._relay(answer, route, send, strip_usage_chunk=strip),
                 status_code=answer.status_code,
                 headers=self._headers(answer),
             )
@@ -437,11 +445,116 @@ class _Proxy:
             return self._unreachable(route, exc, None)
         if answer.status_code >= 400:
             self.metrics.inc("upstream_errors_total", _kind_of_status(answer.status_code))
-        return StreamingResponse(
-            _raw(answer) if redactor is None else _redacted(answer, redactor),
+        ending = _Ending()
+        return _PassedResponse(
+            self._passed(answer, redactor, ending),
+            ending,
             status_code=answer.status_code,
             headers=self._headers(answer, decoded=redactor is not None),
         )
+
+    # -- streams ----------------------------------------------------------------------
+
+    async def _relay(
+        self, answer: httpx2.Response, route: _Route, send: Send | None, *, strip_usage_chunk: bool
+    ) -> AsyncIterator[bytes]:
+        """A fitted route's event stream, as it arrives, with the usage read from it and
+        the proxy's own key taken out. A stream the upstream breaks after its headers
+        counts as an upstream error, emits ``provider_error``, and ends with an error
+        event in the API's shape (the status line is gone: the SDK raises on that)."""
+        reader = SseUsage(
+            send.usage if send is not None else _ignore, strip_usage_chunk=strip_usage_chunk
+        )
+        redactor = self._stream_redactor()
+        try:
+            async for chunk in answer.aiter_bytes():
+                out = reader.feed(chunk)
+                if redactor is not None:
+                    out = redactor.feed(out)
+                if out:
+                    yield out
+            rest = reader.close()
+        except httpx2.HTTPError as exc:
+            self._stream_broke(route, send if not reader.reported else None, exc)
+            # An event cut off is dropped (as an event stream's reader drops one at its
+            # end); the blank line ends any oversized event passed on in part.
+            yield (redactor.close() if redactor is not None else b"") + b"\n\n"
+            message = (
+                f"windowguard proxy: the upstream broke the stream off ({type(exc).__name__}); "
+                "the answer is incomplete"
+            )
+            yield stream_error_event(route.anthropic, message)
+            return
+        finally:
+            await answer.aclose()
+        if redactor is not None:
+            rest = redactor.feed(rest) + redactor.close()
+        if rest:
+            yield rest
+
+    async def _passed(
+        self, answer: httpx2.Response, redactor: Redactor | None, ending: _Ending
+    ) -> AsyncIterator[bytes]:
+        """A passed-through answer: as it came, or decoded with the proxy's own key taken
+        out. A body the upstream breaks off counts as an upstream error, and is broken
+        off for the client too (``ending``)."""
+        try:
+            if redactor is None:
+                async for chunk in answer.aiter_raw():
+                    yield chunk
+                return
+            async for chunk in answer.aiter_bytes():
+                out = redactor.feed(chunk)
+                if out:
+                    yield out
+            rest = redactor.close()
+            if rest:
+                yield rest
+        except httpx2.HTTPError as exc:
+            ending.broken = True
+            self._stream_broke(_PASSTHROUGH, None, exc)
+        finally:
+            await answer.aclose()
+
+    def _stream_broke(self, route: _Route, send: Send | None, exc: httpx2.HTTPError) -> None:
+        failure = classify_failure(exc)
+        self.metrics.inc("upstream_errors_total", failure.kind.value)
+        if send is not None:
+            send.failed(exc)
+        self._upstream_error_event(route, send, failure, "returned")
+        logger.warning(
+            "upstream %s broke a %s answer off: %s",
+            self.upstream.root,
+            route.label,
+            type(exc).__name__,
+        )
+
+
+class _Ending:
+    """Whether a passed-through answer was broken off upstream."""
+
+    __slots__ = ("broken",)
+
+    def __init__(self) -> None:
+        self.broken = False
+
+
+class _PassedResponse(StreamingResponse):
+    """A passed-through answer that ends as the upstream's did: one broken off upstream
+    is left incomplete (the server closes the connection without its last chunk), so
+    the client sees the break instead of a shorter body that looks whole."""
+
+    def __init__(self, content: AsyncIterator[bytes], ending: _Ending, **options: Any) -> None:
+        super().__init__(content, **options)
+        self.ending = ending
+
+    async def stream_response(self, send: Any) -> None:
+        start = {"type": "http.response.start", "status": self.status_code}
+        await send({**start, "headers": self.raw_headers})
+        async for chunk in self.body_iterator:
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        if not self.ending.broken:
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 def _header_bytes(headers: Iterable[tuple[str, str]]) -> list[tuple[bytes, bytes]]:
@@ -516,56 +629,6 @@ def _usage_of_body(raw: bytes) -> object:
         return None
     usage = data.get("usage")
     return usage if isinstance(usage, dict) else None
-
-
-async def _relay(
-    answer: httpx2.Response,
-    send: Send | None,
-    *,
-    strip_usage_chunk: bool,
-    redactor: Redactor | None = None,
-) -> AsyncIterator[bytes]:
-    """The upstream's event stream, as it arrives, with the usage read from it (and the
-    proxy's own key taken out, with a ``redactor``)."""
-    reader = SseUsage(
-        send.usage if send is not None else _ignore, strip_usage_chunk=strip_usage_chunk
-    )
-    try:
-        async for chunk in answer.aiter_bytes():
-            out = reader.feed(chunk)
-            if redactor is not None:
-                out = redactor.feed(out)
-            if out:
-                yield out
-        rest = reader.close()
-        if redactor is not None:
-            rest = redactor.feed(rest) + redactor.close()
-        if rest:
-            yield rest
-    finally:
-        await answer.aclose()
-
-
-async def _redacted(answer: httpx2.Response, redactor: Redactor) -> AsyncIterator[bytes]:
-    """A passed-through answer, decoded, with the proxy's own key taken out."""
-    try:
-        async for chunk in answer.aiter_bytes():
-            out = redactor.feed(chunk)
-            if out:
-                yield out
-        rest = redactor.close()
-        if rest:
-            yield rest
-    finally:
-        await answer.aclose()
-
-
-async def _raw(answer: httpx2.Response) -> AsyncIterator[bytes]:
-    try:
-        async for chunk in answer.aiter_raw():
-            yield chunk
-    finally:
-        await answer.aclose()
 
 
 def _ignore(usage: object) -> None:
