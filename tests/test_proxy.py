@@ -503,7 +503,8 @@ def test_cli_serves_prints_what_it_found_and_refuses_to_start_blind(tmp_path: Pa
             text = "".join(banner)
             assert "window 4096 tokens, source discovered" in text
             assert "count endpoint: vllm POST /tokenize" in text
-            assert f"http://127.0.0.1:{port}/v1" in text
+            assert f"base URL for OpenAI SDKs: http://127.0.0.1:{port}/v1;" in text
+            assert f"for Anthropic SDKs: http://127.0.0.1:{port})" in text  # no /v1/v1
             deadline = time.monotonic() + 10
             while True:
                 try:

@@ -180,6 +180,8 @@ class UpstreamInfo:
         explicit: the limits every model gets (``--window`` given), else None.
         counter: the upstream's count endpoint, or None.
         listed: the models ``GET /v1/models`` listed (empty when it answered nothing).
+        listing_problem: why ``GET /v1/models`` listed nothing (``connection refused``,
+            ``timed out``, ``HTTP 401`` ...), or None.
     """
 
     root: str
@@ -188,12 +190,14 @@ class UpstreamInfo:
     explicit: ModelInfo | None
     counter: RemoteCounter | None
     listed: tuple[str, ...] = ()
+    listing_problem: str | None = None
 
     def describe(self) -> list[str]:
         """Lines saying what was found, for the startup banner (no secret in them)."""
         lines = [f"upstream: {self.root}"]
         listed = ", ".join(self.listed[:5]) + (" ..." if len(self.listed) > 5 else "")
-        lines.append(f"models listed: {listed or '(none)'}")
+        none = f"(none: {self.listing_problem})" if self.listing_problem else "(none)"
+        lines.append(f"models listed: {listed or none}")
         info = self.model_info
         if info is None:
             lines.append(f"model {self.model or '(unknown)'}: window unknown")
@@ -229,7 +233,7 @@ def discover_upstream(config: ProxyConfig) -> UpstreamInfo:
     """
     root = upstream_root(config.upstream)
     base_url = root + "/v1"
-    listed = _listed_models(base_url, config.api_key, config.discovery_timeout)
+    listed, problem = _listed_models(base_url, config.api_key, config.discovery_timeout)
     model = config.model or (listed[0] if listed else None)
     discovered: ModelInfo | None = None
     catalog: ModelInfo | None = None
@@ -248,6 +252,13 @@ def discover_upstream(config: ProxyConfig) -> UpstreamInfo:
         family = info.tokenizer if info is not None else None
         explicit = ModelInfo(config.window, tokenizer=family, source="explicit", origin="--window")
         info = explicit
+    if info is None and problem is not None and problem.startswith(_UNREACHABLE):
+        raise ConfigurationError(
+            f"the upstream {root} could not be reached "
+            f"({problem.removeprefix(_UNREACHABLE + ': ')}): is it running, and is "
+            "--upstream its address? (With --window N the proxy starts anyway, and answers "
+            "502 until the upstream is up.)"
+        )
     if info is None:
         named = f"model {model!r}" if model else "any model (GET /v1/models listed none)"
         raise ConfigurationError(
@@ -278,27 +289,44 @@ def discover_upstream(config: ProxyConfig) -> UpstreamInfo:
         explicit=explicit,
         counter=counter,
         listed=listed,
+        listing_problem=problem,
     )
 
 
-def _listed_models(base_url: str, api_key: str | None, timeout: float) -> tuple[str, ...]:
-    """The model ids ``GET /v1/models`` lists (empty on any trouble)."""
+_UNREACHABLE: Final = "upstream unreachable"
+
+
+def _listed_models(
+    base_url: str, api_key: str | None, timeout: float
+) -> tuple[tuple[str, ...], str | None]:
+    """The model ids ``GET /v1/models`` lists, and why it listed none (None when it
+    answered a list): ``unreachable: ...`` when no answer came at all."""
     headers = {}
     if api_key is not None:
         headers = {"authorization": f"Bearer {api_key}", "x-api-key": api_key}
     try:
         response = httpx2.get(f"{base_url}/models", headers=headers, timeout=timeout)
-        data: Any = response.json() if response.status_code == 200 else None
-    except (httpx2.HTTPError, ValueError):
-        return ()
+    except httpx2.TimeoutException:
+        return (), f"{_UNREACHABLE}: no answer within {timeout:g} s"
+    except httpx2.ConnectError as exc:
+        return (), f"{_UNREACHABLE}: cannot connect ({exc})"
+    except httpx2.HTTPError as exc:
+        return (), f"{_UNREACHABLE}: {type(exc).__name__} ({exc})"
+    if response.status_code != 200:
+        return (), f"GET /v1/models answered HTTP {response.status_code}"
+    try:
+        data: Any = response.json()
+    except ValueError:
+        return (), "GET /v1/models did not answer JSON"
     entries = data.get("data") if isinstance(data, dict) else None
     if not isinstance(entries, list):
-        return ()
-    return tuple(
+        return (), "GET /v1/models answered no list of models"
+    models = tuple(
         entry["id"]
         for entry in entries
         if isinstance(entry, dict) and isinstance(entry.get("id"), str) and entry["id"]
     )
+    return models, None
 
 
 def with_port(config: ProxyConfig, port: int) -> ProxyConfig:

@@ -106,9 +106,10 @@ def serve(config: ProxyConfig, *, out: IO[str] | None = None) -> int:
         app = create_app(config, upstream, sinks=sinks)
         for line in [*upstream.describe(), describe_edits(app.state.proxy.guards.edits)]:
             print(f"windowguard proxy: {line}", file=out)
+        root = f"http://{_host(config.host)}:{port}"
         print(
-            f"windowguard proxy: listening on http://{_host(config.host)}:{port} "
-            f"(point clients' base URL at http://{_host(config.host)}:{port}/v1)",
+            f"windowguard proxy: listening on {root} (base URL for OpenAI SDKs: {root}/v1; "
+            f"for Anthropic SDKs: {root})",
             file=out,
             flush=True,
         )

@@ -1,0 +1,73 @@
+"""What the proxy says when it cannot start, or starts knowing less (issue 20, item 9):
+an upstream that is not there is "could not be reached", not "did not say what window
+it serves"; one that refuses to list its models says how."""
+
+from __future__ import annotations
+
+import http.server
+import socket
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from windowguard.exceptions import ConfigurationError
+from windowguard.proxy import ProxyConfig, discover_upstream
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])  # nothing listens there once closed
+
+
+def test_an_upstream_that_is_not_there_is_named_unreachable() -> None:
+    root = f"http://127.0.0.1:{_closed_port()}"
+    with pytest.raises(ConfigurationError) as caught:
+        discover_upstream(ProxyConfig(upstream=root, port=0))
+    message = str(caught.value)
+    assert f"the upstream {root} could not be reached" in message
+    assert "Connection refused" in message and "is it running" in message
+    assert "did not say what window" not in message
+    # With --window the proxy starts, and its banner says the upstream was not reached.
+    info = discover_upstream(ProxyConfig(upstream=root, port=0, window=4096, model="m"))
+    assert any("models listed: (none: upstream unreachable" in line for line in info.describe())
+
+
+class _Locked(http.server.BaseHTTPRequestHandler):
+    """An upstream that wants a key for everything."""
+
+    def do_GET(self) -> None:
+        body = b'{"error": {"message": "missing key"}}'
+        self.send_response(401)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return None
+
+
+@pytest.fixture
+def locked() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Locked)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def test_an_upstream_that_answers_but_lists_nothing_says_how(locked: str) -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        discover_upstream(ProxyConfig(upstream=locked, port=0))
+    message = str(caught.value)
+    assert "did not say what window it serves" in message and "--window N" in message
+    assert "--api-key-env" in message  # it may need a key to list its models
+    info = discover_upstream(ProxyConfig(upstream=locked, port=0, window=4096, model="m"))
+    assert "models listed: (none: GET /v1/models answered HTTP 401)" in info.describe()
