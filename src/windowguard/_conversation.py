@@ -99,6 +99,32 @@ class _Overflow:
     context_window: int | None
 
 
+def _advance(steps: Generator[Query, Any, Fit], answer: object, first: bool) -> tuple[bool, Any]:
+    """One step of a fit: ``(False, query)``, or ``(True, fit)`` at its end (a
+    StopIteration cannot cross a coroutine or a future, a value can)."""
+    try:
+        return False, next(steps) if first else steps.send(answer)
+    except StopIteration as done:
+        return True, done.value
+
+
+async def _step(
+    steps: Generator[Query, Any, Fit], answer: object, *, first: bool, offload: bool
+) -> tuple[bool, Any]:
+    """:func:`_advance`, on a worker thread with ``offload``. A cancelled wait still
+    waits for the thread's step, so the generator is never closed while it runs."""
+    if not offload:
+        return _advance(steps, answer, first)
+    import asyncio  # not at import time: the core loads no asyncio until a loop is used
+
+    future = asyncio.get_running_loop().run_in_executor(None, _advance, steps, answer, first)
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        await asyncio.wait([future])
+        raise
+
+
 class Conversation:
     """One conversation's manager, its fits in turn, and the usage of its latest send.
 
@@ -214,7 +240,12 @@ class Conversation:
             self._gate.release()
 
     async def aprepare(
-        self, messages: Sequence[object], *, send: int | None = None, **options: Any
+        self,
+        messages: Sequence[object],
+        *,
+        send: int | None = None,
+        offload: bool = False,
+        **options: Any,
     ) -> Fitted:
         """:meth:`prepare` on an event loop: the conversation's turn is awaited, and so
         are the remote counts, never blocking the loop. The turn is held across those
@@ -223,6 +254,9 @@ class Conversation:
         Args:
             messages: the full transcript, as the caller sends it.
             send: as for :meth:`prepare`.
+            offload: run the fit's own work (shaping, estimating, exact counting) on a
+                worker thread, so that a large request does not hold the event loop
+                (each step costs a thread hop: for large requests only).
             **options: any other :meth:`ContextWindowManager.fit_steps` argument.
 
         Raises:
@@ -232,8 +266,9 @@ class Conversation:
         try:
             steps = self._steps(messages, options)
             try:
-                query = next(steps)
-                while True:
+                done, value = await _step(steps, None, first=True, offload=offload)
+                while not done:
+                    query: Query = value
                     remote = self.manager.remote
                     answer: object
                     if isinstance(query, SummaryQuery):
@@ -250,9 +285,8 @@ class Conversation:
                             answer = int(await remote.acount(query))
                         except Exception as exc:  # a counter must never break a send
                             answer = exc
-                    query = steps.send(answer)
-            except StopIteration as done:
-                fit: Fit = done.value
+                    done, value = await _step(steps, answer, first=False, offload=offload)
+                fit: Fit = value
             finally:
                 steps.close()  # a cancelled fit leaves nothing suspended in the manager
             return Fitted(fit=fit, send=self._sent(send))

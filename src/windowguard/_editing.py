@@ -164,6 +164,27 @@ def _apply(
     return made
 
 
+_REMEMBERED_CHARS = 64 * 1024
+
+
+def _remembering(count: TextCount) -> TextCount:
+    """``count``, remembering its answer for each long text (by identity: the same str
+    object), so a 30 MB output is scanned once by the stage, not at every use."""
+    known: dict[int, tuple[str, int]] = {}
+
+    def counted(text: str) -> int:
+        if len(text) < _REMEMBERED_CHARS:
+            return count(text)
+        found = known.get(id(text))
+        if found is not None and found[0] is text:
+            return found[1]
+        tokens = count(text)
+        known[id(text)] = (text, tokens)
+        return tokens
+
+    return counted
+
+
 def clamp_new(
     ctx: FitContext,
     config: ClampToolResults,
@@ -184,6 +205,7 @@ def clamp_new(
         The clamps made (none when nothing is over its limit).
     """
     limit = config.limit(ctx.budget.input_tokens) if limit is None else limit
+    count = _remembering(count)  # a long output is counted once, not once per use
     texts: dict[int, dict[int, str]] = {}
     records: dict[int, EditRecord] = {}
     newest = ctx.newest

@@ -302,11 +302,17 @@ class Guard:
         fitted = conversation.prepare(request.messages, **request.fit_options())
         return self._fitted(request, conversation, fitted.fit, fitted.send)
 
-    async def afit(self, request: Request, conversation: Conversation) -> Send:
+    async def afit(
+        self, request: Request, conversation: Conversation, *, offload: bool = False
+    ) -> Send:
         """:meth:`fit` whose remote count is awaited, never blocking the event loop; a
         concurrent fit of the same conversation (another task's, another loop's or
-        thread's) waits for this one, and this one for it."""
-        fitted = await conversation.aprepare(request.messages, **request.fit_options())
+        thread's) waits for this one, and this one for it. With ``offload`` the fit's
+        own work runs on a worker thread (a large request: see
+        :meth:`~windowguard._conversation.Conversation.aprepare`)."""
+        fitted = await conversation.aprepare(
+            request.messages, offload=offload, **request.fit_options()
+        )
         return self._fitted(request, conversation, fitted.fit, fitted.send)
 
     def _fitted(self, request: Request, conversation: Conversation, fit: Fit, number: int) -> Send:
@@ -342,7 +348,7 @@ class Guard:
         )
         self._adopt(send, fitted.fit)
 
-    async def arefit(self, send: Send) -> None:
+    async def arefit(self, send: Send, *, offload: bool = False) -> None:
         """:meth:`refit` on the event loop: the conversation's turn and a remote count
         are awaited.
 
@@ -353,6 +359,7 @@ class Guard:
         fitted = await send.conversation.aprepare(
             request.messages,
             send=send.number,
+            offload=offload,
             safety=REACTIVE_SAFETY_TOKENS,
             **request.fit_options(),
         )

@@ -47,6 +47,7 @@ Invariants:
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -86,6 +87,10 @@ __all__ = ["ProxyRefused", "create_app"]
 logger = logging.getLogger("windowguard.proxy")
 
 _READ_CHUNK: Final = 64 * 1024
+# A body this large is parsed and fitted on a worker thread: its shaping, estimating and
+# exact counting would hold the event loop (every other client) for milliseconds to
+# seconds. Smaller ones stay on the loop, where a fit costs less than a thread hop.
+OFFLOAD_BYTES: Final = 64 * 1024
 # A JSON escape of a UTF-16 surrogate: json.loads pairs them, and leaves a lone one in
 # the text, which no UTF-8 encoder (ours, a tokenizer's, the upstream's) takes.
 _SURROGATE_ESCAPE: Final = re.compile(rb"\\u[dD][89a-fA-F]")
@@ -182,6 +187,7 @@ class _Proxy:
         body = await self._read_json(request, route)
         if isinstance(body, Response):
             return body
+        offload = int(request.scope.get("windowguard.body_bytes", 0)) >= OFFLOAD_BYTES
         guard = self.guards.for_api(route.api)
         try:
             parsed = guard.request(route.api, body)
@@ -194,7 +200,7 @@ class _Proxy:
             conversation, _ = await guard.aconversation_for(
                 parsed, self.guards.endpoint_for(route.api), None
             )
-            send = await guard.afit(parsed, conversation)
+            send = await guard.afit(parsed, conversation, offload=offload)
         except ContextTruncatedError as exc:
             return self._refuse(route, exc)
         except WindowGuardError as exc:
@@ -221,25 +227,14 @@ class _Proxy:
                 return self._too_large(route)
             chunks.append(chunk)
         raw = b"".join(chunks)
-        try:
-            body = json.loads(raw)
-        except (ValueError, RecursionError) as exc:
-            return self._bad_request(route, f"the request body is not valid JSON ({exc})")
-        if not isinstance(body, dict):
-            return self._bad_request(
-                route, f"the request body must be a JSON object, got {type(body).__name__}"
-            )
-        if _SURROGATE_ESCAPE.search(raw):
-            try:
-                json.dumps(body, ensure_ascii=False).encode("utf-8")
-            except UnicodeEncodeError as exc:
-                lone = exc.object[exc.start : exc.end].encode("unicode_escape").decode("ascii")
-                return self._bad_request(
-                    route,
-                    f"the request body holds a lone UTF-16 surrogate ({lone}), which is not "
-                    "valid Unicode: a string was cut in the middle of a character (an emoji?)",
-                )
-        return body
+        request.scope["windowguard.body_bytes"] = size
+        if size >= OFFLOAD_BYTES:
+            parsed = await asyncio.to_thread(_parse_body, raw)
+        else:
+            parsed = _parse_body(raw)
+        if isinstance(parsed, str):
+            return self._bad_request(route, parsed)
+        return parsed
 
     def _count_fit(self, route: _Route, send: Send) -> None:
         fit = send.fit
@@ -273,7 +268,10 @@ class _Proxy:
             if name.lower() != "content-type"
         ]
         headers.append(("content-type", "application/json"))
-        content = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+        if int(request.scope.get("windowguard.body_bytes", 0)) >= OFFLOAD_BYTES:
+            content = await asyncio.to_thread(_encode_body, payload)
+        else:
+            content = _encode_body(payload)
         client = self._client()
         outgoing = client.build_request(
             "POST",
@@ -301,7 +299,8 @@ class _Proxy:
                 send.failed(UpstreamRefusal(answer, raw))
             if retry and send is not None:
                 try:
-                    await self.guards.for_api(route.api).arefit(send)
+                    offload = int(request.scope.get("windowguard.body_bytes", 0)) >= OFFLOAD_BYTES
+                    await self.guards.for_api(route.api).arefit(send, offload=offload)
                 except ContextTruncatedError as exc:
                     return self._refuse(route, exc)
                 self.metrics.inc("refits_total", route.label)
@@ -555,6 +554,30 @@ class _PassedResponse(StreamingResponse):
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
         if not self.ending.broken:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def _parse_body(raw: bytes) -> dict[str, Any] | str:
+    """A request body as a JSON object, or what is wrong with it."""
+    try:
+        body = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        return f"the request body is not valid JSON ({exc})"
+    if not isinstance(body, dict):
+        return f"the request body must be a JSON object, got {type(body).__name__}"
+    if _SURROGATE_ESCAPE.search(raw):
+        try:
+            json.dumps(body, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError as exc:
+            lone = exc.object[exc.start : exc.end].encode("unicode_escape").decode("ascii")
+            return (
+                f"the request body holds a lone UTF-16 surrogate ({lone}), which is not "
+                "valid Unicode: a string was cut in the middle of a character (an emoji?)"
+            )
+    return body
+
+
+def _encode_body(payload: dict[str, Any]) -> bytes:
+    return json.dumps(payload, ensure_ascii=False).encode("utf-8")
 
 
 def _header_bytes(headers: Iterable[tuple[str, str]]) -> list[tuple[bytes, bytes]]:
