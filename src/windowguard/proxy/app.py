@@ -52,7 +52,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Final
@@ -195,7 +195,10 @@ class _Proxy:
             return self._bad_request(route, str(exc))
         if parsed is None:  # server-side state (previous_response_id): sent unchanged
             self.metrics.observe_latency(route.label, time.perf_counter() - started)
-            return await self._send(request, route, body, None, stream=body.get("stream") is True)
+            stream = body.get("stream") is True
+            return await self._unless_gone(
+                request, route, None, self._send(request, route, body, None, stream=stream)
+            )
         try:
             conversation, _ = await guard.aconversation_for(
                 parsed, self.guards.endpoint_for(route.api), None
@@ -212,7 +215,36 @@ class _Proxy:
             )
         self._count_fit(route, send)
         self.metrics.observe_latency(route.label, time.perf_counter() - started)
-        return await self._send(request, route, send.kwargs, send, stream=parsed.stream)
+        return await self._unless_gone(
+            request,
+            route,
+            send,
+            self._send(request, route, send.kwargs, send, stream=parsed.stream),
+        )
+
+    async def _unless_gone(
+        self, request: HttpRequest, route: _Route, send: Send | None, work: Awaitable[Response]
+    ) -> Response:
+        """``work`` (the upstream call, up to its answer or its stream's headers), cancelled
+        when the client goes away first: closing the upstream connection tells a server
+        that stops work on a disconnect (vLLM, llama.cpp) to stop."""
+        task = asyncio.ensure_future(work)
+        gone = asyncio.ensure_future(_disconnected(request))
+        try:
+            await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not task.done() and not gone.done():  # this handler itself was cancelled
+                task.cancel()
+            gone.cancel()
+        if task.done():
+            return task.result()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        self.metrics.inc("client_disconnects_total", route.label)
+        if send is not None:
+            send.failed(ClientGone("the client disconnected before the answer"))
+        logger.info("a %s client went away: its upstream request was cancelled", route.label)
+        return Response(status_code=499)  # nobody reads it
 
     async def _read_json(self, request: HttpRequest, route: _Route) -> dict[str, Any] | Response:
         declared = request.headers.get("content-length")
@@ -578,6 +610,18 @@ def _parse_body(raw: bytes) -> dict[str, Any] | str:
 
 def _encode_body(payload: dict[str, Any]) -> bytes:
     return json.dumps(payload, ensure_ascii=False).encode("utf-8")
+
+
+class ClientGone(Exception):
+    """The client disconnected before its answer (the upstream request was cancelled)."""
+
+
+async def _disconnected(request: HttpRequest) -> None:
+    """Returns when the client disconnects (its body was read whole already)."""
+    while True:
+        message = await request.receive()
+        if message.get("type") == "http.disconnect":
+            return
 
 
 def _header_bytes(headers: Iterable[tuple[str, str]]) -> list[tuple[bytes, bytes]]:

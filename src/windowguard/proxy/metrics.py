@@ -21,6 +21,9 @@ name                            type       what
                                            without contacting the upstream
 ``refits_total``                counter    reactive refits after an upstream overflow
 ``upstream_errors_total``       counter    upstream error answers, by classified ``kind``
+``client_disconnects_total``    counter    fitted requests whose client went away before
+                                           the answer's headers: the upstream request
+                                           was cancelled
 ``added_latency_seconds``       histogram  the proxy's own time before the upstream
                                            request goes out (read, fit, count), by ``api``
 ==============================  =========  ==================================================
@@ -71,6 +74,11 @@ _COUNTERS: Final = {
     ),
     "refits_total": ("api", "Reactive refits after an upstream context overflow."),
     "upstream_errors_total": ("kind", "Upstream error answers, by classified failure kind."),
+    "client_disconnects_total": (
+        "api",
+        "Fitted requests whose client went away before the answer; the upstream request "
+        "was cancelled.",
+    ),
 }
 
 
