@@ -129,6 +129,28 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         help="wait this long for the upstream's next byte (default 600)",
     )
     parser.add_argument(
+        "--header-timeout",
+        type=_positive_float,
+        default=15.0,
+        metavar="SECONDS",
+        help="close a connection that has not sent a request's headers after this long "
+        "(default 15)",
+    )
+    parser.add_argument(
+        "--body-timeout",
+        type=_positive_float,
+        default=60.0,
+        metavar="SECONDS",
+        help="answer 408 when a request body pauses this long (default 60)",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="serve at most N connections at once; more are answered 503 (default 1000)",
+    )
+    parser.add_argument(
         "--discovery-timeout",
         type=_positive_float,
         default=5.0,
@@ -175,6 +197,9 @@ def run(args: argparse.Namespace) -> int:
         safety=args.safety,
         upstream_timeout=args.upstream_timeout,
         discovery_timeout=args.discovery_timeout,
+        header_timeout=args.header_timeout,
+        body_timeout=args.body_timeout,
+        max_connections=args.max_connections,
         clamp_tool_results=args.clamp_tool_results,
         spill_dir=args.spill_dir,
         clear_tool_results=args.clear_tool_results,

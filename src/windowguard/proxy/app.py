@@ -253,7 +253,14 @@ class _Proxy:
             return self._too_large(route)
         chunks: list[bytes] = []
         size = 0
-        async for chunk in request.stream():
+        reads = request.stream().__aiter__()
+        while True:
+            try:
+                chunk = await asyncio.wait_for(reads.__anext__(), self.config.body_timeout)
+            except StopAsyncIteration:
+                break
+            except TimeoutError:
+                return self._slow_body(route)
             size += len(chunk)
             if size > limit:
                 return self._too_large(route)
@@ -374,6 +381,15 @@ class _Proxy:
         self.emit(ProxyRefused(api=route.api.name, code="request_too_large", message=message))
         body = error_body(route.anthropic, message, code="request_too_large")
         return JSONResponse(body, status_code=413)
+
+    def _slow_body(self, route: _Route) -> Response:
+        timeout = self.config.body_timeout
+        message = (
+            f"windowguard proxy: the request body paused for more than {timeout:g} s; send it whole"
+        )
+        self.emit(ProxyRefused(api=route.api.name, code="request_timeout", message=message))
+        body = error_body(route.anthropic, message, code="request_timeout")
+        return JSONResponse(body, status_code=408, headers={"connection": "close"})
 
     def _bad_request(self, route: _Route, message: str) -> Response:
         message = f"windowguard proxy: {message}"

@@ -74,6 +74,12 @@ class ProxyConfig:
         upstream_timeout: seconds to wait for the upstream's next byte.
         discovery_timeout: seconds for each startup discovery.
         max_body_bytes: the largest request body read from a client.
+        header_timeout: seconds a connection may take to send a request's headers (a
+            connection that sends a byte now and then and never a request is closed).
+        body_timeout: seconds a client may pause between two reads of a fitted
+            request's body (then 408).
+        max_connections: connections served at once; one more is answered 503 and
+            closed (the proxy raises its open-files limit to hold them).
         clamp_tool_results: cut any single tool result over this many tokens to its
             start and end (:class:`~windowguard.ClampToolResults`); None: no clamp.
         spill_dir: keep each clamped output whole in this private directory (a
@@ -102,6 +108,9 @@ class ProxyConfig:
     upstream_timeout: float = 600.0
     discovery_timeout: float = 5.0
     max_body_bytes: int = 32 * 1024 * 1024
+    header_timeout: float = 15.0
+    body_timeout: float = 60.0
+    max_connections: int = 1000
     clamp_tool_results: int | None = None
     spill_dir: str | None = None
     clear_tool_results: int | None = None
@@ -118,6 +127,12 @@ class ProxyConfig:
             raise ConfigurationError(f"max_models must be >= 1, got {self.max_models}")
         if self.max_body_bytes < 1:
             raise ConfigurationError(f"max_body_bytes must be >= 1, got {self.max_body_bytes}")
+        for name in ("header_timeout", "body_timeout"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ConfigurationError(f"{name} must be a positive number, got {value!r}")
+        if isinstance(self.max_connections, bool) or self.max_connections < 1:
+            raise ConfigurationError(f"max_connections must be >= 1, got {self.max_connections!r}")
         if self.api_key is not None and not (
             self.api_key and self.api_key.isascii() and self.api_key.isprintable()
         ):

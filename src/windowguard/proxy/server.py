@@ -24,6 +24,7 @@ from types import TracebackType
 from typing import IO, Any
 
 import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from .._edit_flags import describe_edits
 from ..exceptions import ConfigurationError
@@ -70,6 +71,7 @@ def _bind(host: str, port: int) -> socket.socket:
 
 
 def _uvicorn(app: Any, config: ProxyConfig, log_level: str) -> uvicorn.Server:
+    _raise_open_files(config.max_connections)
     return uvicorn.Server(
         uvicorn.Config(
             app,
@@ -79,8 +81,66 @@ def _uvicorn(app: Any, config: ProxyConfig, log_level: str) -> uvicorn.Server:
             access_log=False,
             lifespan="on",
             timeout_graceful_shutdown=5,
+            http=_protocol(config.header_timeout),
+            limit_concurrency=config.max_connections,
         )
     )
+
+
+def _protocol(header_timeout: float) -> type[H11Protocol]:
+    """uvicorn's HTTP/1.1 protocol, closing a connection that does not send a whole
+    request's headers within ``header_timeout`` seconds of connecting (or of its
+    previous answer): a client trickling bytes cannot hold a connection forever."""
+
+    class HeaderTimeoutProtocol(H11Protocol):
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            self._started: object = None
+            self._deadline: Any = self.loop.call_later(header_timeout, self._too_slow)
+
+        def handle_events(self) -> None:
+            super().handle_events()
+            cycle = getattr(self, "cycle", None)
+            if cycle is not None and cycle is not self._started:
+                self._started = cycle  # a request's headers are in
+                if self._deadline is not None:
+                    self._deadline.cancel()
+                    self._deadline = None
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if self._deadline is None and not self.transport.is_closing():
+                self._deadline = self.loop.call_later(header_timeout, self._too_slow)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+            super().connection_lost(exc)
+
+        def _too_slow(self) -> None:
+            self._deadline = None
+            if not self.transport.is_closing():
+                self.transport.close()
+
+    return HeaderTimeoutProtocol
+
+
+def _raise_open_files(connections: int) -> None:
+    """Raise the soft open-files limit towards the hard one, so ``connections`` sockets
+    (plus the upstream's and the process's own) fit: beyond it, accept() fails in a
+    loop that floods the log."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not on POSIX
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = 2 * connections + 256  # a client's socket and its upstream's, and some
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+        if target > soft:
+            with contextlib.suppress(ValueError, OSError):
+                resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
 
 
 def serve(config: ProxyConfig, *, out: IO[str] | None = None) -> int:

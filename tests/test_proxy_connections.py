@@ -1,0 +1,102 @@
+"""Connection hygiene (issue 20, item 4): a connection that never sends a whole request
+is closed after ``header_timeout``, a body that stalls is a 408 after ``body_timeout``,
+and past ``max_connections`` a connection is answered 503; so idle or trickling
+clients cannot stop real traffic."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+
+import httpx2
+
+from windowguard.emulator import Emulator
+from windowguard.proxy import ProxyConfig, ProxyServer
+
+MODEL = "emulated-model"
+
+
+def _closed_by_peer(sock: socket.socket, within: float) -> bool:
+    """Whether the other side closed ``sock`` (after any answer) within ``within`` s."""
+    sock.settimeout(0.2)
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            if not sock.recv(65536):
+                return True
+        except TimeoutError:
+            continue
+        except OSError:
+            return True
+    return False
+
+
+def test_trickling_connections_are_closed_and_real_traffic_goes_on() -> None:
+    with (
+        Emulator(flavor="vllm", context_window=4096) as emu,
+        ProxyServer(
+            ProxyConfig(upstream=emu.root_url, port=0, header_timeout=1.0, max_connections=150)
+        ) as proxy,
+    ):
+        idle = []
+        for _ in range(200):  # more than max_connections, each one byte of a request
+            sock = socket.create_connection(("127.0.0.1", proxy.port), timeout=10)
+            sock.sendall(b"P")
+            idle.append(sock)
+        try:
+            assert all(_closed_by_peer(sock, within=30) for sock in idle)
+        finally:
+            for sock in idle:
+                sock.close()
+        body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}
+        answer = httpx2.post(proxy.base_url + "/chat/completions", json=body, timeout=30)
+        assert answer.status_code == 200
+
+
+def test_a_connection_past_the_limit_is_answered_503() -> None:
+    with (
+        Emulator(flavor="vllm", context_window=4096) as emu,
+        ProxyServer(
+            ProxyConfig(upstream=emu.root_url, port=0, header_timeout=30.0, max_connections=3)
+        ) as proxy,
+    ):
+        held = [socket.create_connection(("127.0.0.1", proxy.port)) for _ in range(3)]
+        try:
+            for sock in held:
+                sock.sendall(b"G")
+            time.sleep(0.2)  # (let the server register them; the check below waits)
+            answer = httpx2.get(proxy.base_url + "/models", timeout=30)
+            assert answer.status_code == 503
+        finally:
+            for sock in held:
+                sock.close()
+        deadline = time.monotonic() + 30
+        while httpx2.get(proxy.base_url + "/models", timeout=30).status_code != 200:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+
+
+def test_a_body_that_stalls_is_a_408_in_the_apis_shape() -> None:
+    with (
+        Emulator(flavor="vllm", context_window=4096) as emu,
+        ProxyServer(ProxyConfig(upstream=emu.root_url, port=0, body_timeout=0.5)) as proxy,
+    ):
+        body = json.dumps({"model": MODEL, "messages": []}).encode()
+        head = (
+            "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json"
+            f"\r\ncontent-length: {len(body) + 100}\r\n\r\n"
+        ).encode()
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=30) as sock:
+            sock.sendall(head + body)  # 100 bytes short, then nothing
+            answer = b""
+            while b"\r\n\r\n" not in answer or not answer.rstrip().endswith(b"}"):
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                answer += chunk
+        status = int(answer.split(b" ", 2)[1])
+        assert status == 408
+        error = json.loads(answer.split(b"\r\n\r\n", 1)[1])["error"]
+        assert error["code"] == "request_timeout" and "paused" in error["message"]
+        assert emu.records == ()
