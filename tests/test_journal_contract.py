@@ -7,6 +7,7 @@ import asyncio
 import json
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -188,7 +189,9 @@ def test_a_replay_over_a_damaged_row_fails_with_the_journal_error(backend: Backe
 def test_a_file_that_is_not_a_database_is_a_journal_error(tmp_path: Path) -> None:
     path = tmp_path / "runs.db"
     path.write_bytes(b"this is not a database" * 100)
-    with pytest.raises(wg.JournalError, match="cannot open run journal"):
+    with pytest.raises(
+        wg.JournalError, match=re.escape(f"the journal file {path} is not a SQLite")
+    ):
         wg.SqliteJournal(path)
 
 

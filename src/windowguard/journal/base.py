@@ -17,7 +17,11 @@ A second runner gets ``RunLockedError`` (naming the run, the holder and its expi
 once, or after waiting up to ``wait`` seconds. A holder that dies (kill -9, a lost
 machine) stops renewing, and its lease expires after ``lease_seconds``; a holder on the
 same machine whose process is gone is seen at once (its process id no longer runs), so a
-restart after a crash needs no wait.
+restart after a crash needs no wait. Expiry is by PostgreSQL's server clock, or by each
+process's own wall clock for SQLite, which therefore never takes a run from a holder
+whose process still runs on this machine (see :mod:`.sqlite`); so a SQLite journal
+gives back on its timer a lease held but not driven (:meth:`Journal.hold`,
+:meth:`Journal.acquire`) after ``lease_seconds`` unrenewed, by the monotonic clock.
 
 Backends implement a handful of storage primitives (rows in, rows out, compare-and-set
 on the lease row); every rule above lives here, once.
@@ -30,13 +34,14 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import os
 import secrets
 import socket
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -45,11 +50,15 @@ from ..providers.base import ModelResponse, ToolResult, ToolSpec
 from .lease import Claim, Lease, machine_id, process_gone
 from .state import (
     RunState,
+    decode_row,
     response_from_dict,
     response_to_dict,
     result_from_dict,
     result_to_dict,
+    summary_from_row,
+    tool_changes,
     tool_digest,
+    tool_digests,
 )
 
 __all__ = ["Journal"]
@@ -66,7 +75,9 @@ _T = TypeVar("_T")
 @dataclass(slots=True)
 class _Held:
     lease: Lease
-    driving: bool  # False: taken by ToolLoop._start, not yet driven (nor renewed)
+    driving: bool  # False: taken by ToolLoop._start (or acquire), not driven by a timer
+    renewed: float = field(default_factory=time.monotonic)  # when last taken or renewed
+    lapsed: bool = False  # not driven, not renewed for lease_seconds: given back
 
 
 class Journal(abc.ABC):
@@ -84,6 +95,7 @@ class Journal(abc.ABC):
 
     where: str
     """The journal, as messages name it (a path; a PostgreSQL address, never a password)."""
+    _keeps_while_running = False  # a holder running here keeps its runs: see _renew_all
 
     def __init__(self, *, lease_seconds: float = 30.0, wait: float = 0.0) -> None:
         if not isinstance(lease_seconds, (int, float)) or not lease_seconds > 0:
@@ -183,29 +195,14 @@ class Journal(abc.ABC):
         if known_tools is None:  # journalled before tool schemas were kept
             self._write_tools(run_id, json.dumps(mine, sort_keys=True))
         else:
-            changed = sorted(
-                n for n in mine.keys() & known_tools.keys() if mine[n] != known_tools[n]
-            )
-            added = sorted(mine.keys() - known_tools.keys())
-            removed = sorted(known_tools.keys() - mine.keys())
-            if changed or added or removed:
-                parts = []
-                if changed:
-                    parts.append(
-                        "a different schema (description or parameters) for "
-                        + ", ".join(f"tool {n!r}" for n in changed)
-                    )
-                if added:
-                    parts.append("without " + ", ".join(f"tool {n!r}" for n in added))
-                if removed:
-                    parts.append("with " + ", ".join(f"tool {n!r}" for n in removed))
+            changes, names = tool_changes(mine, known_tools)
+            if names:
                 raise JournalMismatchError(
-                    f"run {run_id!r} in {self.where} was started with "
-                    + "; ".join(parts)
-                    + ": its journalled model calls answered other tools. Use a new run "
-                    "id, or run it with the tools it was started with",
+                    f"run {run_id!r} in {self.where} was started with {changes}: its "
+                    "journalled model calls answered other tools. Use a new run id, or "
+                    "run it with the tools it was started with",
                     run_id=run_id,
-                    tools=(*changed, *added, *removed),
+                    tools=names,
                 )
         if known_digest != digest:
             raise JournalMismatchError(
@@ -220,7 +217,8 @@ class Journal(abc.ABC):
         text = self._read_row("model_calls", run_id, step, -1)
         if text is None:
             return None
-        return self._decode(text, response_from_dict, f"model call {step} of run {run_id!r}")
+        what = f"model call {step} of run {run_id!r}"
+        return decode_row(text, response_from_dict, what, self.where)
 
     def record_model_call(self, run_id: str, step: int, response: ModelResponse) -> None:
         """Journal a model call's response (before the loop acts on it).
@@ -229,16 +227,15 @@ class Journal(abc.ABC):
             RunLockedError: another runner holds the run (this runner's lease was lost).
         """
         text = json.dumps(response_to_dict(response), ensure_ascii=False)
-        self._write_row("model_calls", run_id, step, -1, text, self._holder(run_id))
+        self._write("model_calls", run_id, step, -1, text)
 
     def tool_result(self, run_id: str, step: int, position: int) -> ToolResult | None:
         """The journalled result of call ``position`` of model call ``step``, if any."""
         text = self._read_row("tool_results", run_id, step, position)
         if text is None:
             return None
-        return self._decode(
-            text, result_from_dict, f"tool result {position} of model call {step} of run {run_id!r}"
-        )
+        what = f"tool result {position} of model call {step} of run {run_id!r}"
+        return decode_row(text, result_from_dict, what, self.where)
 
     def record_tool_result(self, run_id: str, step: int, position: int, result: ToolResult) -> None:
         """Journal a tool result (before the loop moves on).
@@ -247,27 +244,14 @@ class Journal(abc.ABC):
             RunLockedError: another runner holds the run (this runner's lease was lost).
         """
         text = json.dumps(result_to_dict(result), ensure_ascii=False)
-        self._write_row("tool_results", run_id, step, position, text, self._holder(run_id))
+        self._write("tool_results", run_id, step, position, text)
 
     def summary(self, run_id: str, step: int, key: str) -> str | None:
         """The summary journalled before model call ``step`` for what ``key`` names, if
         any (a replayed or resumed run uses it instead of calling the summarizer)."""
         text = self._read_row("tool_results", run_id, step, _SUMMARY_POSITION)
-        if text is None:
-            return None
-        try:
-            found = json.loads(text)
-        except ValueError as exc:
-            raise JournalError(
-                f"the summary before model call {step} of run {run_id!r} is not JSON"
-            ) from exc
-        if (
-            isinstance(found, dict)
-            and found.get("key") == key
-            and isinstance(found.get("text"), str)
-        ):
-            return str(found["text"])
-        return None
+        what = f"the summary before model call {step} of run {run_id!r}"
+        return None if text is None else summary_from_row(text, key, what)
 
     def record_summary(self, run_id: str, step: int, key: str, text: str) -> None:
         """Journal a summary made before model call ``step``.
@@ -276,7 +260,7 @@ class Journal(abc.ABC):
             RunLockedError: another runner holds the run (this runner's lease was lost).
         """
         row = json.dumps({"key": key, "text": text}, ensure_ascii=False)
-        self._write_row("tool_results", run_id, step, _SUMMARY_POSITION, row, self._holder(run_id))
+        self._write("tool_results", run_id, step, _SUMMARY_POSITION, row)
 
     def finish_run(self, run_id: str, termination: str, state: RunState | None = None) -> None:
         """Record how a run ended (and its state when suspended); ends this runner's lease.
@@ -299,7 +283,8 @@ class Journal(abc.ABC):
         row = self._read_run(run_id)
         if row is None or row[3] is None:
             return None
-        return self._decode(row[3], RunState.from_dict, f"the suspended state of run {run_id!r}")
+        what = f"the suspended state of run {run_id!r}"
+        return decode_row(row[3], RunState.from_dict, what, self.where)
 
     def counts(self, run_id: str) -> tuple[int, int]:
         """(model calls, tool results) journalled for ``run_id``."""
@@ -369,6 +354,7 @@ class Journal(abc.ABC):
         if expires_at is None:
             self._forget(lease.run_id, lease.holder)
             raise self._locked(lease.run_id, self._read_claim(lease.run_id), lost=True)
+        self._renewed(lease.run_id, lease.holder)
         return Lease(run_id=lease.run_id, holder=lease.holder, expires_at=expires_at)
 
     def release(self, lease: Lease) -> None:
@@ -431,9 +417,22 @@ class Journal(abc.ABC):
     def _took(self, lease: Lease, *, driving: bool = False) -> Lease:
         with self._held_lock:
             self._held[lease.run_id] = _Held(lease=lease, driving=driving)
-        if driving:
-            self._start_renewer()
+        if driving or self._keeps_while_running:
+            self._start_renewer()  # renews it when driven, gives it back when left
         return lease
+
+    def _write(self, table: str, run_id: str, step: int, position: int, text: str) -> None:
+        """Write a row under this journal's lease on the run (renewed by the write)."""
+        holder = self._holder(run_id)
+        self._write_row(table, run_id, step, position, text, holder)
+        if holder is not None:
+            self._renewed(run_id, holder)
+
+    def _renewed(self, run_id: str, holder: str) -> None:
+        with self._held_lock:
+            entry = self._held.get(run_id)
+            if entry is not None and entry.lease.holder == holder and not entry.lapsed:
+                entry.renewed = time.monotonic()
 
     def _new_holder(self) -> str:
         return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
@@ -460,22 +459,27 @@ class Journal(abc.ABC):
                 return None, claim
         return None, None
 
+    def _local(self, claim: Claim) -> bool:
+        """Whether the claim's holder is a process of this machine (its pid means one)."""
+        return self._machine is not None and claim.machine == self._machine
+
     def _gone(self, claim: Claim) -> bool:
         """Whether the claim's holder is a process on this machine that no longer runs."""
         return (
-            self._machine is not None
-            and claim.machine == self._machine
-            and claim.pid is not None
+            claim.pid is not None
             and claim.pid != os.getpid()
+            and self._local(claim)
             and process_gone(claim.pid)
         )
 
     def _locked(self, run_id: str, claim: Claim | None, *, lost: bool = False) -> RunLockedError:
+        # a holder seen running here holds the run whatever its (past) expiry says
+        until = claim is not None and not (claim.running and claim.seconds_left <= 0)
         return RunLockedError(
             run_id,
             holder=claim.holder if claim is not None else "another runner",
-            expires_at=claim.expires_at if claim is not None else None,
-            seconds_left=claim.seconds_left if claim is not None else None,
+            expires_at=claim.expires_at if claim is not None and until else None,
+            seconds_left=claim.seconds_left if claim is not None and until else None,
             where=self.where,
             lost=lost,
         )
@@ -498,6 +502,9 @@ class Journal(abc.ABC):
             entry = self._held.get(run_id)
             if entry is None or entry.driving:
                 return None
+            if entry.lapsed:  # given back by the timer: take the run again
+                del self._held[run_id]
+                return None
             entry.driving = True
         lease = entry.lease
         if self._extend(run_id, lease.holder) is None:
@@ -512,16 +519,24 @@ class Journal(abc.ABC):
             mine = entry is not None and entry.lease.holder == lease.holder
             if mine:
                 del self._held[lease.run_id]
-        if mine:
-            try:
-                self._drop(lease.run_id, lease.holder)
-            except JournalError as exc:
-                logger.warning(
-                    "could not release run %r in %s (%s); its lease expires by itself",
-                    lease.run_id,
-                    self.where,
-                    exc,
-                )
+        if entry is not None and mine:
+            self._give_back(entry)
+
+    def _give_back(self, entry: _Held) -> None:
+        """End the lease's row; when that fails, the timer tries again (a holder running
+        on this machine keeps a SQLite run whatever its row's expiry says)."""
+        try:
+            self._drop(entry.lease.run_id, entry.lease.holder)
+        except JournalError as exc:
+            logger.warning(
+                "could not give back run %r in %s (%s)", entry.lease.run_id, self.where, exc
+            )
+            if not self._keeps_while_running:
+                return  # its lease expires by itself
+            with self._held_lock:
+                if self._held.setdefault(entry.lease.run_id, entry) is entry:
+                    entry.driving, entry.lapsed, entry.renewed = False, False, -math.inf
+            self._start_renewer()
 
     def _start_renewer(self) -> None:
         with self._held_lock:
@@ -533,13 +548,30 @@ class Journal(abc.ABC):
             self._renewer.start()
 
     def _renew_all(self) -> None:
-        """Renew every driven lease a third of ``lease_seconds`` apart; end when none is."""
+        """Renew every driven lease a third of ``lease_seconds`` apart; end when none is
+        held. With ``_keeps_while_running`` (SQLite) also give back a lease neither driven
+        nor renewed for ``lease_seconds`` (monotonic clock), or whose release failed."""
         while not self._stop.wait(self.lease_seconds / 3):
+            now = time.monotonic()
             with self._held_lock:
                 driven = [e.lease for e in self._held.values() if e.driving]
-                if not driven:
+                idle = [e for e in self._held.values() if not (e.driving or e.lapsed)]
+                idle = idle if self._keeps_while_running else []
+                if not driven and not idle:
                     self._renewer = None
                     return
+                left = [e for e in idle if now - e.renewed >= self.lease_seconds]
+                for entry in left:
+                    entry.lapsed = True  # later writes under it are refused as lost
+            for entry in left:
+                logger.warning(
+                    "run %r in %s was held, neither driven nor renewed, for %.0f s or more; "
+                    "giving it back",
+                    entry.lease.run_id,
+                    self.where,
+                    self.lease_seconds,
+                )
+                self._give_back(entry)
             for lease in driven:
                 try:
                     if self._extend(lease.run_id, lease.holder) is None:
@@ -560,26 +592,7 @@ class Journal(abc.ABC):
         with self._held_lock:
             self._renewer = None
 
-    def _decode(self, text: Any, build: Callable[[Mapping[str, Any]], _T], what: str) -> _T:
-        try:
-            data = json.loads(text)
-            if not isinstance(data, Mapping):
-                raise TypeError(f"a JSON {type(data).__name__}, not an object")
-            return build(data)
-        except (ValueError, TypeError, KeyError, AttributeError, ConfigurationError) as exc:
-            raise JournalError(
-                f"the journal {self.where} holds a damaged row: {what} cannot be read "
-                f"({type(exc).__name__}: {exc}). Restore the journal from a backup, or "
-                "start the run again under a new run id"
-            ) from exc
-
     def _decode_tools(self, run_id: str, text: Any) -> dict[str, str] | None:
         if text is None:
             return None
-
-        def build(data: Mapping[str, Any]) -> dict[str, str]:
-            if not all(isinstance(v, str) for v in data.values()):
-                raise TypeError("tool digests must be strings")
-            return {str(k): str(v) for k, v in data.items()}
-
-        return self._decode(text, build, f"the tool digests of run {run_id!r}")
+        return decode_row(text, tool_digests, f"the tool digests of run {run_id!r}", self.where)

@@ -1,10 +1,13 @@
 """The run lease as values: who holds a run until when, and whether a holder still runs.
 
-A lease row names its holder (``host:pid:token``, one token per acquisition), the
-holder's machine (this kernel boot and process-id namespace, so that two processes
-whose pids can be compared know it) and its expiry. A runner that finds the run held
-by a process of its own machine that no longer runs takes it over at once instead of
-waiting for the lease to expire; any other holder is waited for.
+A lease row names its holder (``host:pid:token``, one token per acquisition: the
+holder's host name and process id), the holder's machine (this kernel boot and
+process-id namespace, so that two processes whose pids can be compared know it) and its
+expiry. A runner that finds the run held by a process of its own machine that no longer
+runs takes it over at once instead of waiting for the lease to expire; any other holder
+is waited for. A SQLite journal goes further (its expiry is a wall-clock time, which
+two processes may read differently): a holder whose process still runs on this machine
+keeps the run whatever the clocks say (:attr:`Claim.running`).
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import os
 from dataclasses import dataclass
 from datetime import datetime
 
-__all__ = ["Claim", "Lease", "machine_id", "process_gone"]
+__all__ = ["Claim", "Lease", "holder_host", "machine_id", "process_gone"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -41,7 +44,12 @@ class Claim:
             runner on the same machine can tell that the holder's process is gone.
         pid: the holder's process id.
         expires_at: the expiry (UTC).
-        seconds_left: seconds until it expires, by the journal's clock (negative: expired).
+        seconds_left: seconds until it expires, by the journal's clock (negative:
+            expired); a SQLite lease held by this very process counts them on its
+            monotonic clock, which wall-clock jumps do not move.
+        running: True when a SQLite journal saw the holder's process running on this
+            machine: the lease then holds whatever the clocks say, until that process
+            gives it back or ends (False: not checked, or not running).
     """
 
     holder: str
@@ -49,11 +57,17 @@ class Claim:
     pid: int | None
     expires_at: datetime
     seconds_left: float
+    running: bool = False
 
     @property
     def live(self) -> bool:
-        """Whether the lease has not expired yet."""
-        return self.seconds_left > 0
+        """Whether the lease still holds: not expired, or its holder still runs here."""
+        return self.running or self.seconds_left > 0
+
+
+def holder_host(holder: str) -> str:
+    """The host name in a holder ``host:pid:token``."""
+    return holder.rsplit(":", 2)[0]
 
 
 def machine_id() -> str | None:

@@ -13,23 +13,29 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-from ..exceptions import ConfigurationError
+from ..exceptions import ConfigurationError, JournalError
 from ..providers.base import ModelResponse, ToolCall, ToolResult, ToolSpec, Usage
 
 __all__ = [
     "RunState",
+    "decode_row",
     "jsonable",
     "response_from_dict",
     "response_to_dict",
     "result_from_dict",
     "result_to_dict",
+    "summary_from_row",
+    "tool_changes",
     "tool_digest",
+    "tool_digests",
     "transcript_digest",
 ]
+
+_T = TypeVar("_T")
 
 
 def jsonable(value: object) -> Any:
@@ -68,6 +74,61 @@ def tool_digest(spec: ToolSpec) -> str:
         [spec.name, spec.description, jsonable(spec.parameters)], sort_keys=True, ensure_ascii=False
     )
     return hashlib.sha256(body.encode()).hexdigest()
+
+
+def tool_changes(mine: Mapping[str, str], known: Mapping[str, str]) -> tuple[str, tuple[str, ...]]:
+    """How the tools ``mine`` (name: :func:`tool_digest`) differ from those a run was
+    started with, in words (``"a different schema ... for tool 'x'; without tool 'y'"``),
+    and the tools that differ (changed, added, removed); no names when none does."""
+    changed = sorted(n for n in mine.keys() & known.keys() if mine[n] != known[n])
+    added = sorted(mine.keys() - known.keys())
+    removed = sorted(known.keys() - mine.keys())
+    parts = []
+    if changed:
+        parts.append(
+            "a different schema (description or parameters) for "
+            + ", ".join(f"tool {n!r}" for n in changed)
+        )
+    if added:
+        parts.append("without " + ", ".join(f"tool {n!r}" for n in added))
+    if removed:
+        parts.append("with " + ", ".join(f"tool {n!r}" for n in removed))
+    return "; ".join(parts), (*changed, *added, *removed)
+
+
+def tool_digests(data: Mapping[str, Any]) -> dict[str, str]:
+    """A run's tool digests (name: digest) from their JSON object."""
+    if not all(isinstance(v, str) for v in data.values()):
+        raise TypeError("tool digests must be strings")
+    return {str(k): str(v) for k, v in data.items()}
+
+
+def decode_row(text: Any, build: Callable[[Mapping[str, Any]], _T], what: str, where: str) -> _T:
+    """``build`` applied to the JSON object ``text`` of a journal row, or a
+    :class:`~windowguard.exceptions.JournalError` naming the row (``what``) and the
+    journal (``where``)."""
+    try:
+        data = json.loads(text)
+        if not isinstance(data, Mapping):
+            raise TypeError(f"a JSON {type(data).__name__}, not an object")
+        return build(data)
+    except (ValueError, TypeError, KeyError, AttributeError, ConfigurationError) as exc:
+        raise JournalError(
+            f"the journal {where} holds a damaged row: {what} cannot be read "
+            f"({type(exc).__name__}: {exc}). Restore the journal from a backup, or "
+            "start the run again under a new run id"
+        ) from exc
+
+
+def summary_from_row(text: Any, key: str, what: str) -> str | None:
+    """The text of a journalled summary row if it summarised what ``key`` names."""
+    try:
+        found = json.loads(text)
+    except ValueError as exc:
+        raise JournalError(f"{what} is not JSON") from exc
+    if isinstance(found, dict) and found.get("key") == key and isinstance(found.get("text"), str):
+        return str(found["text"])
+    return None
 
 
 def response_to_dict(response: ModelResponse) -> dict[str, Any]:
