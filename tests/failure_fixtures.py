@@ -1411,6 +1411,265 @@ FIXTURES: tuple[Fixture, ...] = (
         retryable=False,
         retry_after=36.0,
     ),
+    # ------------------------------------------------- more provider wordings
+    Fixture(
+        name="vertex-input-token-count-rest-list-with-errors",
+        source="https://github.com/google-gemini/gemini-cli/issues/6678 (the REST stream's "
+        "list wrapper and google.api errors[] entry, verbatim)",
+        status=400,
+        body=[
+            {
+                "error": {
+                    "code": 400,
+                    "message": "The input token count (1200293) exceeds the maximum number of "
+                    "tokens allowed (1048576).",
+                    "errors": [
+                        {
+                            "message": "The input token count (1200293) exceeds the maximum "
+                            "number of tokens allowed (1048576).",
+                            "domain": "global",
+                            "reason": "badRequest",
+                        }
+                    ],
+                    "status": "INVALID_ARGUMENT",
+                }
+            }
+        ],
+        kind=K.CONTEXT_OVERFLOW,
+        provider="gemini",
+        prompt_tokens=1200293,
+        context_window=1048576,
+    ),
+    Fixture(
+        name="vertex-input-token-count-is-n-but-model-only-supports-m",
+        source="https://github.com/google-gemini/gemini-cli/issues/19727 (message verbatim); "
+        "envelope: Vertex AI 400 INVALID_ARGUMENT {error: {code, message, status}}",
+        status=400,
+        body={
+            "error": {
+                "code": 400,
+                "message": "Unable to submit request because the input token count is 1251952 "
+                "but model only supports up to 1048576. Reduce the input token count and try "
+                "again. You can also use the CountTokens API to calculate prompt token count "
+                "and billable characters. Learn more: "
+                "https://cloud.google.com/vertex-ai/generative-ai/docs/learn/models",
+                "status": "INVALID_ARGUMENT",
+            }
+        },
+        kind=K.CONTEXT_OVERFLOW,
+        provider="gemini",
+        prompt_tokens=1251952,
+        context_window=1048576,
+    ),
+    Fixture(
+        name="bedrock-nova-input-tokens-exceeded",
+        source="AWS Bedrock Nova ValidationException 'Input Tokens Exceeded' (wording as given "
+        "in the issue; no public copy found); AWS REST error shape with x-amzn-errortype",
+        status=400,
+        body={"message": "Input Tokens Exceeded"},
+        headers=(
+            ("x-amzn-errortype", "ValidationException:http://internal.amazon.com/coral/"),
+            ("x-amzn-requestid", "7a4bfff1-fdfb-4bda-70e8-81cc52a9189c"),
+        ),
+        kind=K.CONTEXT_OVERFLOW,
+        provider="bedrock",
+    ),
+    Fixture(
+        name="cohere-prompt-too-many-tokens",
+        source="Cohere 'Errors (status codes and description)', 400 example messages "
+        "(https://docs.cohere.com/v1/reference/errors); body {message}. 4081 is the prompt's "
+        "limit, not the window, so it is not read as one",
+        status=400,
+        body={
+            "message": "too many tokens: total number of tokens in the prompt cannot exceed "
+            "4081 - received 4292. Try using a shorter prompt, or enabling prompt truncating. "
+            "See https://docs.cohere.com/reference/generate for more details."
+        },
+        kind=K.CONTEXT_OVERFLOW,
+        provider="cohere",
+        prompt_tokens=4292,
+    ),
+    Fixture(
+        name="cohere-prompt-and-prediction-too-many-tokens",
+        source="https://github.com/cohere-ai/sandbox-topically/issues/4 (older wording: prompt "
+        "and prediction together; the count received is both, so no prompt count)",
+        status=400,
+        body={
+            "message": "too many tokens: total number of tokens (prompt and prediction) cannot "
+            "exceed 2048 - received 6354. Try using a shorter prompt or a smaller max_tokens "
+            "value."
+        },
+        kind=K.CONTEXT_OVERFLOW,
+        provider="cohere",
+        context_window=2048,
+    ),
+    Fixture(
+        name="cohere-size-limit-exceeded",
+        source="https://docs.cohere.com/v1/reference/errors (400 example message)",
+        status=400,
+        body={
+            "message": "too many tokens: size limit exceeded by 11326 tokens. Try using shorter "
+            "or fewer inputs, or setting prompt_truncation='AUTO'."
+        },
+        kind=K.CONTEXT_OVERFLOW,
+    ),
+    Fixture(
+        name="cohere-max-tokens-output-cap",
+        source="https://docs.cohere.com/v1/reference/errors (400 example message)",
+        status=400,
+        body={
+            "message": "too many tokens: max tokens must be less than or equal to 4096, the "
+            "maximum output for this model - received 8192."
+        },
+        kind=K.OUTPUT_LIMIT,
+        provider="cohere",
+        requested_output=8192,
+        max_output_tokens=4096,
+    ),
+    Fixture(
+        name="groq-498-flex-capacity-exceeded",
+        source="Groq flex tier: 'requests will fail quickly with status 498 and error "
+        "capacity_exceeded' (https://console.groq.com/docs/flex-processing); body shape "
+        "and message as given in the issue",
+        status=498,
+        body={
+            "error": {
+                "message": "Flex tier capacity exceeded. Please try again later.",
+                "type": "capacity_exceeded",
+                "code": "capacity_exceeded",
+            }
+        },
+        kind=K.OVERLOADED,
+    ),
+    Fixture(
+        name="llamacpp-501-not-supported",
+        source="https://github.com/ggml-org/llama.cpp/issues/14223 (body verbatim); "
+        "ERROR_TYPE_NOT_SUPPORTED -> 501 not_supported_error in format_error_response "
+        "(tools/server): the server lacks the feature, so never retried",
+        status=501,
+        body={
+            "error": {
+                "code": 501,
+                "message": "This server does not support embeddings. Start it with `--embeddings`",
+                "type": "not_supported_error",
+            }
+        },
+        kind=K.SERVER,
+        provider="llamacpp",
+        retryable=False,
+    ),
+    Fixture(
+        name="bedrock-output-cap-maximum-tokens-exceeds-model-limit",
+        source="https://github.com/vercel/ai/issues/2772 (ValidationException message "
+        "verbatim); AWS REST error shape with x-amzn-errortype",
+        status=400,
+        body={
+            "message": "The maximum tokens you requested exceeds the model limit of 4096. Try "
+            "again with a maximum tokens value that is lower than 4096."
+        },
+        headers=(("x-amzn-errortype", "ValidationException:http://internal.amazon.com/coral/"),),
+        kind=K.OUTPUT_LIMIT,
+        provider="bedrock",
+        max_output_tokens=4096,
+    ),
+    Fixture(
+        name="bedrock-output-cap-exceed-wording-message-only",
+        source="https://github.com/RooCodeInc/Roo-Code/issues/248 (the 'exceed' wording, as a "
+        "client relays the message alone)",
+        status=400,
+        body="The maximum tokens you requested exceed the model limit of 4096. Try again with a "
+        "maximum tokens value lower than 4096.",
+        kind=K.OUTPUT_LIMIT,
+        provider="bedrock",
+        max_output_tokens=4096,
+    ),
+    Fixture(
+        name="gateway-max-tokens-exceeds-model-limit-output-cap",
+        source="a gateway relaying Bedrock's refusal by the parameter's name, quoted in a "
+        "public client test (find_string 'exceeds the model limit of'); OpenAI error shape",
+        status=400,
+        body={"error": {"message": "max_tokens exceeds the model limit of 8192"}},
+        kind=K.OUTPUT_LIMIT,
+        max_output_tokens=8192,
+    ),
+    Fixture(
+        name="tgi-422-max-new-tokens-output-cap",
+        source="text-generation-inference router/src/validation.rs ValidationError::MaxNewTokens "
+        "'`max_new_tokens` must be <= {0}. Given: {1}' (HTTP 422, error_type validation)",
+        status=422,
+        body={
+            "error": "Input validation error: `max_new_tokens` must be <= 2048. Given: 4096",
+            "error_type": "validation",
+        },
+        kind=K.OUTPUT_LIMIT,
+        provider="tgi",
+        requested_output=4096,
+        max_output_tokens=2048,
+    ),
+    Fixture(
+        name="tgi-422-inputs-plus-max-new-tokens-no-backticks",
+        source="TGI ValidationError::MaxTotalTokens with the backticks stripped, as relays "
+        "print it (wording as given in the issue); prompt + output over the window is an "
+        "overflow, as the backticked form",
+        status=422,
+        body={
+            "error": "Input validation error: inputs tokens + max_new_tokens must be <= 8192. "
+            "Given: 8000 inputs tokens and 500 max_new_tokens",
+            "error_type": "validation",
+        },
+        kind=K.CONTEXT_OVERFLOW,
+        provider="tgi",
+        prompt_tokens=8000,
+        context_window=8192,
+        requested_output=500,
+    ),
+    Fixture(
+        name="fireworks-prompt-too-long",
+        source="Fireworks 400 (wording as given in the issue; the same text is quoted as an "
+        "Ollama 400 in public client tests, find_string 'model maximum context length:'); "
+        "OpenAI-compatible error shape",
+        status=400,
+        body={
+            "error": {
+                "object": "error",
+                "type": "invalid_request_error",
+                "message": "The prompt is too long: 40000, model maximum context length: 32768",
+            }
+        },
+        kind=K.CONTEXT_OVERFLOW,
+        prompt_tokens=40000,
+        context_window=32768,
+    ),
+    Fixture(
+        name="groq-context-length-total-only",
+        source="Groq 400 context_length_exceeded stating the window and the total requested "
+        "(wording as given in the issue); the total is prompt + completion, so no prompt count",
+        status=400,
+        body=_openai(
+            "This model's maximum context length is 8192 tokens. However, you requested 9000 "
+            "tokens. Please reduce the length of the messages or completion.",
+            type_="invalid_request_error",
+            param="messages",
+            code="context_length_exceeded",
+        ),
+        kind=K.CONTEXT_OVERFLOW,
+        context_window=8192,
+    ),
+    Fixture(
+        name="bedrock-llama-maximum-context-length",
+        source="Bedrock Llama ValidationException, recorded in pkdone/paul-genai-test-tools-ts "
+        "src/llm/providers/bedrock/bedrock-titan/bedrock-titan.manifest.ts; AWS REST error "
+        "shape",
+        status=400,
+        body={
+            "message": "This model's maximum context length is 8192 tokens. Please reduce the "
+            "length of the prompt."
+        },
+        headers=(("x-amzn-errortype", "ValidationException:http://internal.amazon.com/coral/"),),
+        kind=K.CONTEXT_OVERFLOW,
+        provider="bedrock",
+        context_window=8192,
+    ),
     # ---------------------------------------------------------------- gateways
     Fixture(
         name="nginx-502",

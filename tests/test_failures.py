@@ -8,6 +8,8 @@ from typing import Any
 
 import httpx2
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from windowguard.failures import Failure, FailureKind, TerminationReason, classify_failure
 
@@ -744,3 +746,172 @@ def test_an_http_error_without_a_request_is_classified_not_raised() -> None:
     # classifies the error a stream broke off with (issue 20, item 8).
     error = httpx2.RemoteProtocolError("peer closed connection without sending complete body")
     assert classify_failure(error).kind is FailureKind.CONNECTION
+
+
+# --- more provider wordings: waits, 498/501, odd input --------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        ("1m26.4s", 86.4),  # Go's time.Duration text, as gateways written in Go send it
+        ("2m0s", 120.0),
+        ("350ms", 0.35),
+        ("1h2m3s", 3723.0),
+        ("0", 0.0),
+        ("1.5h", 5400.0),
+        ("250us", 0.00025),
+        ("7", 7.0),  # the forms read before keep working
+        ("2.5", 2.5),
+    ],
+)
+def test_retry_after_seconds_and_go_durations(value: str, seconds: float) -> None:
+    failure = classify_failure(status=429, body="", headers={"retry-after": value})
+    assert failure.kind is FailureKind.RATE_LIMIT
+    assert failure.retry_after == pytest.approx(seconds)
+
+
+def test_retry_after_http_date_still_reads_against_the_date_header() -> None:
+    headers = {
+        "retry-after": "Wed, 21 Oct 2026 07:28:30 GMT",
+        "date": "Wed, 21 Oct 2026 07:28:00 GMT",
+    }
+    assert classify_failure(status=503, body="", headers=headers).retry_after == 30.0
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "",
+        "soon",
+        "-5",
+        "-1m",
+        "1h-2m",
+        "1.2.3s",
+        "1d",
+        "m",
+        "inf",
+        "nan",
+        "\x00",
+        "9" * 400 + "h",
+        "Wed, 21 Oct 2026 07:28:30 GMT",  # an HTTP date without a Date header: no clock
+        "Wed, 21 Oct 99999 07:28:30 GMT",
+    ],
+)
+def test_a_retry_after_that_is_no_wait_is_none_never_an_exception(value: str) -> None:
+    headers = {"retry-after": value, "retry-after-ms": value}
+    failure = classify_failure(status=429, body="", headers=headers)
+    assert failure.kind is FailureKind.RATE_LIMIT
+    assert failure.retry_after is None
+
+
+def test_a_wait_stated_in_the_message_is_finite_or_none() -> None:
+    failure = classify_failure(status=429, body=f"Please retry in {'9' * 400}s.")
+    assert failure.retry_after is None
+
+
+def test_groq_498_and_its_code_are_overloaded_and_retried() -> None:
+    bare = classify_failure(status=498, body="")
+    assert (bare.kind, bare.retryable) == (FailureKind.OVERLOADED, True)
+    # The body code alone (a streamed error, no status) says the same.
+    streamed = classify_failure(
+        body={"error": {"message": "capacity exceeded", "code": "capacity_exceeded"}}
+    )
+    assert (streamed.kind, streamed.retryable) == (FailureKind.OVERLOADED, True)
+
+
+def test_501_and_not_supported_error_are_never_retried() -> None:
+    bare = classify_failure(status=501, body="")
+    assert (bare.kind, bare.retryable) == (FailureKind.SERVER, False)
+    streamed = classify_failure(
+        body={
+            "error": {
+                "code": 501,
+                "message": "This server does not support infill.",
+                "type": "not_supported_error",
+            }
+        }
+    )
+    assert (streamed.kind, streamed.retryable) == (FailureKind.SERVER, False)
+    # The server's explicit word still wins, as for any server failure.
+    told = classify_failure(status=501, body="", headers={"x-should-retry": "true"})
+    assert told.retryable
+
+
+def test_the_tgi_output_cap_rule_never_reads_the_combined_overflow() -> None:
+    # A truncated "`inputs` tokens + `max_new_tokens` must be <= N. Given: P" is prompt plus
+    # output over the window: never an output cap of N.
+    for text in (
+        "Input validation error: `inputs` tokens + `max_new_tokens` must be <= 1024. Given: 1872",
+        "Input validation error: inputs tokens + max_new_tokens must be <= 1024. Given: 1872",
+    ):
+        failure = classify_failure(status=422, body={"error": text, "error_type": "validation"})
+        assert failure.kind is not FailureKind.OUTPUT_LIMIT
+        assert failure.max_output_tokens is None
+
+
+def test_cohere_too_many_tokens_is_not_bedrock_throttling() -> None:
+    cohere = classify_failure(
+        status=400,
+        body={"message": "too many tokens: total number of tokens in the prompt cannot exceed 10"},
+    )
+    assert cohere.kind is FailureKind.CONTEXT_OVERFLOW and not cohere.retryable
+    throttled = classify_failure(body="Too many tokens, please wait before trying again.")
+    assert throttled.kind is FailureKind.RATE_LIMIT
+
+
+_JSON_LEAVES = (
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=20)
+)
+_JSON_KEYS = st.sampled_from(
+    [
+        "error",
+        "message",
+        "code",
+        "type",
+        "status",
+        "details",
+        "metadata",
+        "raw",
+        "innererror",
+        "error_type",
+        "n_prompt_tokens",
+        "n_ctx",
+        "@type",
+        "retryDelay",
+        "violations",
+        "quotaId",
+        "quotaValue",
+        "response",
+        "object",
+        "param",
+        "detail",
+    ]
+) | st.text(max_size=5)
+_JSON = st.recursive(
+    _JSON_LEAVES,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_JSON_KEYS, inner, max_size=5),
+    max_leaves=25,
+)
+_HEADER_VALUES = st.text(max_size=30) | st.sampled_from(
+    ["1m26.4s", "350ms", "inf", "nan", "-1", "1e999", "Wed, 21 Oct 2026 07:28:30 GMT"]
+)
+
+
+@settings(deadline=None, max_examples=300)
+@given(
+    status=st.none() | st.integers(min_value=-5, max_value=1000),
+    body=_JSON,
+    headers=st.dictionaries(
+        st.sampled_from(["retry-after", "retry-after-ms", "date", "x-should-retry"]),
+        _HEADER_VALUES,
+        max_size=4,
+    ),
+)
+def test_odd_bodies_and_headers_classify_without_raising(
+    status: int | None, body: Any, headers: dict[str, str]
+) -> None:
+    failure = classify_failure(status=status, body=body, headers=headers)
+    assert isinstance(failure.kind, FailureKind)
+    if failure.retry_after is not None:
+        assert 0 <= failure.retry_after < float("inf")

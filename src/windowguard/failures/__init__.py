@@ -9,9 +9,10 @@ and the token numbers its message states (prompt, window, requested output, outp
 
 Invariants:
     * Classification reads the status, the body's ``type``/``code``, the headers
-      (``retry-after-ms``, ``retry-after``, ``x-should-retry``, Bedrock's
-      ``x-amzn-errortype``) and message patterns; never an SDK's class names, and it
-      imports no SDK or HTTP library (responses are duck-typed).
+      (``retry-after-ms``, ``retry-after`` in seconds, a Go duration such as ``1m26.4s``
+      or an HTTP date, ``x-should-retry``, Bedrock's ``x-amzn-errortype``) and message
+      patterns; never an SDK's class names, and it imports no SDK or HTTP library
+      (responses are duck-typed). A wait is finite and never negative, or None.
     * It never raises on a provider's answer: what it cannot place is ``UNKNOWN``.
     * A context overflow is never retryable as is; only a smaller request can pass.
       A prompt count stated as "at least P" is flagged ``prompt_tokens_is_lower_bound``.
@@ -21,6 +22,8 @@ Invariants:
       per-minute budget ("Request too large for ... (TPM)") is ``REQUEST_TOO_LARGE``.
     * The status gates the patterns: only 400, 413, 422, 500 or no status at all
       (:data:`LENGTH_STATUSES`) may be read as an overflow or an output-cap refusal.
+    * A 501 (llama.cpp's ``not_supported_error``) is ``SERVER`` but never retryable: the
+      server lacks the feature. Groq's 498 (flex tier at capacity) is ``OVERLOADED``.
     * Messages are redacted: no credential a server echoed reaches a Failure.
 
 Layout (one concept per module; this package is the only public path):

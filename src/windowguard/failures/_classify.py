@@ -14,6 +14,11 @@ Invariants:
       worded. A 401 quoting "maximum context length" is an auth failure.
     * A context overflow, an output-cap refusal or a request too large is never
       retryable, whatever ``x-should-retry`` says; only a smaller request can pass.
+    * A 501 Not Implemented, or a body ``type`` ``not_supported_error`` (llama.cpp), is a
+      ``SERVER`` failure that is not retryable: the server lacks the feature, and the same
+      request fails the same way until it is configured otherwise.
+    * Groq's 498 (flex tier at capacity, ``capacity_exceeded``) is ``OVERLOADED``:
+      retryable after a wait, not a client error.
     * A prompt count the server truncated or stated as "at least P" is flagged
       ``prompt_tokens_is_lower_bound``.
     * The message is redacted (:func:`redact_secrets`) after it has been read: no
@@ -32,6 +37,7 @@ from ._patterns import (
     _CREDENTIAL_WORDS,
     _FILTER_WORDS,
     _NOT_RETRYABLE_CODES,
+    _NOT_SUPPORTED_CODES,
     _OUTPUT_RULES,
     _OUTPUT_WORDS,
     _OVERFLOW_RULES,
@@ -83,6 +89,10 @@ def _status_kind(status: int) -> FailureKind:
         return FailureKind.RATE_LIMIT
     if status in (409, 425):
         return FailureKind.SERVER
+    if status == 498:
+        # Groq's own status for its flex tier at capacity ("Flex Tier Capacity Exceeded",
+        # console.groq.com/docs/errors): fails fast, passes after a jittered wait.
+        return FailureKind.OVERLOADED
     if status == 499:
         return FailureKind.CONNECTION
     if status in (503, 529):
@@ -261,6 +271,11 @@ def classify_failure(
     retryable = kind in TRANSIENT_KINDS
     if kind is FailureKind.RATE_LIMIT:
         retryable = _rate_limit_passes(f, message, codes)
+    if http_status == 501 or codes & _NOT_SUPPORTED_CODES:
+        # 501 Not Implemented: the server does not support what was asked (RFC 9110
+        # section 15.6.2), e.g. llama.cpp's "This server does not support embeddings. Start
+        # it with `--embeddings`". Sending it again changes nothing.
+        retryable = False
     should_retry = hdrs.get("x-should-retry", "").strip().lower()
     if kind not in (*_LENGTH_KINDS, FailureKind.REQUEST_TOO_LARGE):
         if should_retry == "true":

@@ -190,6 +190,35 @@ _OVERFLOW_RULES: tuple[_Rule, ...] = (
         ),
         "gemini",
     ),
+    # Vertex AI's other wording of the same 400 INVALID_ARGUMENT, verbatim in
+    # https://github.com/google-gemini/gemini-cli/issues/19727: "Unable to submit request
+    # because the input token count is N but model only supports up to M. ..."
+    _Rule(
+        _rx(
+            r"input token count is (?P<prompt_tokens>\d+) but (?:the )?model only supports up "
+            r"to (?P<context_window>\d+)"
+        ),
+        "gemini",
+    ),
+    # Cohere 400s, docs.cohere.com/reference/errors: the prompt alone above the model's
+    # input limit (an input limit, not the window, so not read as one, as for TGI's
+    # `inputs` and SGLang's "maximum allowed length")...
+    _Rule(
+        _rx(
+            r"too many tokens: total number of tokens in the prompt cannot exceed "
+            r"(?P<max_input_tokens>\d+) - received (?P<prompt_tokens>\d+)"
+        ),
+        "cohere",
+    ),
+    # ... and the older wording, prompt and prediction together above the window: the count
+    # received is both (https://github.com/cohere-ai/sandbox-topically/issues/4).
+    _Rule(
+        _rx(
+            r"too many tokens: total number of tokens \(prompt and prediction\) cannot exceed "
+            r"(?P<context_window>\d+) - received (?P<total_tokens>\d+)"
+        ),
+        "cohere",
+    ),
     # Mistral La Plateforme.
     _Rule(
         _rx(
@@ -198,12 +227,15 @@ _OVERFLOW_RULES: tuple[_Rule, ...] = (
         ),
         "mistral",
     ),
-    # TGI router/src/validation.rs (422 validation errors).
+    # TGI router/src/validation.rs (422 validation errors), ValidationError::MaxTotalTokens:
+    # prompt and max_new_tokens together above the window, so an overflow (a refit lowers
+    # either), like Anthropic's "input length and `max_tokens` exceed context limit".
+    # Relays and clients strip the backticks, so they are optional.
     _Rule(
         _rx(
-            r"`inputs` tokens \+ `max_new_tokens` must be <= (?P<context_window>\d+)\. Given: "
-            r"(?P<prompt_tokens>\d+) `inputs` tokens and (?P<requested_output>\d+) "
-            r"`max_new_tokens`"
+            r"`?inputs`? tokens \+ `?max_new_tokens`? must be <= (?P<context_window>\d+)\. "
+            r"Given: (?P<prompt_tokens>\d+) `?inputs`? tokens and (?P<requested_output>\d+) "
+            r"`?max_new_tokens`?"
         ),
         "tgi",
     ),
@@ -266,6 +298,22 @@ _OVERFLOW_RULES: tuple[_Rule, ...] = (
         ),
         "openai",
     ),
+    # Fireworks 400 (as given); the same text is quoted in public client tests as an
+    # Ollama 400 (find_string "model maximum context length:").
+    _Rule(
+        _rx(
+            r"prompt is too long: (?P<prompt_tokens>\d+), model maximum context length: "
+            r"(?P<context_window>\d+)"
+        )
+    ),
+    # Bedrock's Llama models: the window alone (pkdone/paul-genai-test-tools-ts
+    # src/llm/providers/bedrock/bedrock-titan/bedrock-titan.manifest.ts records it).
+    _Rule(_rx(_CTX + r"\. Please reduce the length of the prompt")),
+    # Groq (as given) and OpenAI-compatible servers that state only the total: "However,
+    # you requested T tokens." T is prompt and completion together, so it is no prompt
+    # count (observe_overflow would learn it as one); only the window is read. Every
+    # wording with a "(P in the messages, ...)" breakdown is matched above.
+    _Rule(_rx(_CTX + r"[.,] however,? you requested (?P<total_tokens>\d+) tokens(?!\s*\()")),
 )
 
 # Overflow statements without usable numbers.
@@ -283,6 +331,10 @@ _OVERFLOW_WORDS = _rx(
     r"|reduce the length of the messages"  # Groq
     r"|too large for model with \d+ maximum context length"
     r"|is longer than the model's context length"
+    r"|\binput tokens exceeded\b"  # Bedrock Nova ValidationException (as given)
+    # Cohere: the prompt above its limit with no count, or "size limit exceeded by N
+    # tokens" (docs.cohere.com/reference/errors).
+    r"|too many tokens: (?:total number of tokens|size limit exceeded)"
 )
 
 _OUTPUT_RULES: tuple[_Rule, ...] = (
@@ -333,6 +385,42 @@ _OUTPUT_RULES: tuple[_Rule, ...] = (
             r"\((?P<max_output_tokens>\d+)\)"
         )
     ),
+    # Bedrock Converse / InvokeModel ValidationException: "The maximum tokens you requested
+    # exceeds the model limit of 4096. Try again with a maximum tokens value that is lower
+    # than 4096." (https://github.com/vercel/ai/issues/2772; "exceed" in
+    # https://github.com/RooCodeInc/Roo-Code/issues/248). The limit itself is accepted.
+    _Rule(
+        _rx(r"maximum tokens you requested exceeds? the model limit of (?P<max_output_tokens>\d+)"),
+        "bedrock",
+    ),
+    # Gateways relaying it by the parameter's name: "max_tokens exceeds the model limit of
+    # 8192", "max_tokens (9000) exceeds model limit of 8192".
+    _Rule(
+        _rx(
+            r"\bmax_tokens(?: \(?(?P<requested_output>\d+)\)?)? exceeds? (?:the )?model limit "
+            r"of (?P<max_output_tokens>\d+)"
+        )
+    ),
+    # TGI ValidationError::MaxNewTokens "`max_new_tokens` must be <= N. Given: M" (no fast
+    # tokenizer: the cap is max_total_tokens - max_input_tokens). Not the combined
+    # "`inputs` tokens + `max_new_tokens` must be <= N" overflow, which the lookarounds keep
+    # out should the overflow rule ever miss it.
+    _Rule(
+        _rx(
+            r"(?<!\+ )(?<!\+ `)`?max_new_tokens`? must be <= (?P<max_output_tokens>\d+)\. Given: "
+            r"(?P<requested_output>\d+)(?!\d| `?inputs`? tokens)"
+        ),
+        "tgi",
+    ),
+    # Cohere (docs.cohere.com/reference/errors).
+    _Rule(
+        _rx(
+            r"too many tokens: max tokens must be less than or equal to "
+            r"(?P<max_output_tokens>\d+), the maximum output for this model - received "
+            r"(?P<requested_output>\d+)"
+        ),
+        "cohere",
+    ),
 )
 
 # Bedrock throttles with "ThrottlingException: Too many tokens, please wait before trying
@@ -377,6 +465,8 @@ _CODE_KINDS: dict[str, FailureKind] = {
     "unavailable": FailureKind.OVERLOADED,
     "unavailable_error": FailureKind.OVERLOADED,
     "serviceunavailableerror": FailureKind.OVERLOADED,
+    # Groq's flex tier at capacity (HTTP 498, console.groq.com/docs/flex-processing).
+    "capacity_exceeded": FailureKind.OVERLOADED,
     "authentication_error": FailureKind.AUTH,
     "invalid_api_key": FailureKind.AUTH,
     "unauthenticated": FailureKind.AUTH,
@@ -402,6 +492,9 @@ _CODE_KINDS: dict[str, FailureKind] = {
     "internal": FailureKind.SERVER,
     "internalservererror": FailureKind.SERVER,
     "internalserverexception": FailureKind.SERVER,
+    # llama.cpp's ERROR_TYPE_NOT_SUPPORTED (HTTP 501): the server lacks the feature; a
+    # server answer, but never retryable (see _NOT_SUPPORTED_CODES).
+    "not_supported_error": FailureKind.SERVER,
     "serviceunavailableexception": FailureKind.OVERLOADED,
     "validationexception": FailureKind.INVALID_REQUEST,
     "invalid_argument": FailureKind.INVALID_REQUEST,
@@ -418,6 +511,11 @@ _NOT_RETRYABLE_CODES = frozenset(
         "linked_organization_spend_limit_reached",
     }
 )
+
+
+# Body codes of a permanent "this server does not do that": never retryable, whatever kind
+# the status gives (llama.cpp tools/server/server-common.cpp format_error_response).
+_NOT_SUPPORTED_CODES = frozenset({"not_supported_error"})
 
 
 def _match_numbers(rules: tuple[_Rule, ...], message: str) -> tuple[_Rule, dict[str, int]] | None:

@@ -13,12 +13,15 @@ Invariants:
       ``""``.
     * No clock: an HTTP-date ``retry-after`` is measured against the response's own
       ``Date`` header, or not at all.
+    * A wait is a finite number of seconds, never negative; a header that does not give
+      one (garbage, ``inf``, ``nan``, ``-5``) is ignored, never raised on.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
@@ -347,41 +350,90 @@ def _fields(parsed: object, fallback_text: str) -> _Fields:
 
 # --- headers ----------------------------------------------------------------------
 
+# Go's time.Duration text ("1m26.4s", "2m0s", "350ms", "1h2m3s": Duration.String() and
+# what time.ParseDuration reads), which gateways written in Go put in retry-after.
+_GO_DURATION = re.compile(r"(?:(?:\d+(?:\.\d*)?|\.\d+)(?:h|ms|m|s|us|\u00b5s|\u03bcs|ns))+")
+_GO_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(h|ms|m|s|us|\u00b5s|\u03bcs|ns)")
+# unit -> (multiplier, divisor): sub-second units divide, so "350ms" is 0.35 exactly.
+_GO_UNITS = {
+    "h": (3600, 1),
+    "m": (60, 1),
+    "s": (1, 1),
+    "ms": (1, 10**3),
+    "us": (1, 10**6),
+    "\u00b5s": (1, 10**6),
+    "\u03bcs": (1, 10**6),
+    "ns": (1, 10**9),
+}
+
+
+def _wait(seconds: float) -> float | None:
+    """``seconds`` when it is a usable wait (finite, not negative), else None."""
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
+
+
+def _go_duration_seconds(text: str) -> float | None:
+    """A Go duration ("1m26.4s", "350ms", "0") in seconds; None for anything else.
+
+    Only unsigned values: a negative wait is no wait."""
+    text = text.strip()
+    if text == "0":
+        return 0.0
+    if not _GO_DURATION.fullmatch(text):
+        return None
+    total = 0.0
+    for number, unit in _GO_PART.findall(text):
+        multiplier, divisor = _GO_UNITS[unit]
+        total += float(number) * multiplier / divisor
+    return _wait(total)
+
 
 def _retry_after(
     headers: Mapping[str, str], message: str, body_delay: float | None = None
 ) -> float | None:
-    """Seconds to wait: retry-after-ms, then retry-after (seconds or HTTP date), then the
-    body's own delay (Gemini's ``RetryInfo.retryDelay``), then the message text."""
+    """Seconds to wait: retry-after-ms, then retry-after (seconds, a Go duration such as
+    ``1m26.4s``, or an HTTP date), then the body's own delay (Gemini's
+    ``RetryInfo.retryDelay``), then the message text. A header that gives no usable wait
+    is skipped."""
     ms = headers.get("retry-after-ms")
     if ms is not None:
         try:
-            value = float(ms) / 1000.0
-            if value >= 0:
-                return value
+            value = _wait(float(ms) / 1000.0)
         except ValueError:
-            pass
+            value = None
+        if value is not None:
+            return value
     after = headers.get("retry-after")
     if after is not None:
-        try:
-            value = float(after)
-            if value >= 0:
-                return value
-        except ValueError:
-            # An HTTP date: only usable against the response's own Date header (no clock).
-            try:
-                until = parsedate_to_datetime(after)
-                now = parsedate_to_datetime(headers["date"])
-                return max((until - now).total_seconds(), 0.0)
-            except (KeyError, TypeError, ValueError, IndexError):
-                pass
+        value = _retry_after_value(after, headers.get("date"))
+        if value is not None:
+            return value
     if body_delay is not None:
         return body_delay
     match = _RETRY_IN_TEXT.search(message)
     if match:
         amount = float(match.group(1))
-        return amount / 1000.0 if match.group(2).lower() == "ms" else amount
+        return _wait(amount / 1000.0 if match.group(2).lower() == "ms" else amount)
     return None
+
+
+def _retry_after_value(after: str, date: str | None) -> float | None:
+    """One ``retry-after`` value in seconds: a number, a Go duration, or an HTTP date."""
+    try:
+        return _wait(float(after))
+    except ValueError:
+        pass
+    go = _go_duration_seconds(after)
+    if go is not None:
+        return go
+    if date is None:
+        return None  # an HTTP date is only usable against the response's own Date (no clock)
+    try:
+        until = parsedate_to_datetime(after)
+        now = parsedate_to_datetime(date)
+        return _wait(max((until - now).total_seconds(), 0.0))
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
 
 
 def _header_provider(headers: Mapping[str, str]) -> str | None:
