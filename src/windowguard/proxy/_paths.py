@@ -24,11 +24,16 @@ A refused path is answered 400 in the called API's shape, naming the problem.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 from urllib.parse import quote, unquote_to_bytes
 
-__all__ = ["BadPath", "Path", "normalise_path"]
+from starlette.responses import JSONResponse
+
+from ._wire import error_body
+
+__all__ = ["BadPath", "Path", "PathsMiddleware", "normalise_path"]
 
 # RFC 3986 pchar, less the percent sign: what a segment may hold unescaped.
 _SAFE: Final = "!$&'()*+,;=:@-._~"
@@ -94,3 +99,35 @@ def _shown(raw: bytes) -> str:
     """A path for an error message: as sent, non-ASCII bytes escaped, at most 200 chars."""
     text = raw.decode("ascii", errors="backslashreplace")
     return text if len(text) <= 200 else text[:200] + "..."
+
+
+class PathsMiddleware:
+    """ASGI middleware: every HTTP request's path in its one normalised form
+    (:func:`normalise_path`) before routing, or a 400 in the called API's shape naming what is
+    wrong with it."""
+
+    def __init__(
+        self, app: Any, *, fitted: frozenset[str], refused: Callable[[bool, str], None]
+    ) -> None:
+        self.app = app
+        self.fitted = fitted
+        self.refused = refused  # told (anthropic, message) of each path it refuses
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope.get("type") != "http":
+            await self.app(scope, receive, send)
+            return
+        raw = scope.get("raw_path")
+        if not isinstance(raw, bytes):
+            raw = str(scope.get("path", "")).encode("utf-8")
+        try:
+            path = normalise_path(raw, self.fitted)
+        except BadPath as exc:
+            anthropic = b"messages" in raw
+            message = f"windowguard proxy: {exc}"
+            self.refused(anthropic, message)
+            body = error_body(anthropic, message, code="invalid_path")
+            await JSONResponse(body, status_code=400)(scope, receive, send)
+            return
+        scope = dict(scope, path=path.decoded, raw_path=path.encoded.encode("ascii"))
+        await self.app(scope, receive, send)

@@ -48,9 +48,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Iterable
 from contextlib import asynccontextmanager
@@ -70,7 +68,19 @@ from ..guard._apis import ANTHROPIC_MESSAGES, CHAT, RESPONSES, Api
 from ..guard._core import Send
 from ..sinks import Sink
 from ._guards import ProxyGuards, UpstreamRefusal
-from ._paths import BadPath, normalise_path
+from ._http import (
+    ClientGone,
+    Ending,
+    PassedResponse,
+    disconnected,
+    encode_body,
+    forwarded_path,
+    header_bytes,
+    parse_body,
+    read_all,
+    usage_of_body,
+)
+from ._paths import PathsMiddleware
 from ._wire import (
     Redactor,
     SseUsage,
@@ -91,9 +101,6 @@ _READ_CHUNK: Final = 64 * 1024
 # exact counting would hold the event loop (every other client) for milliseconds to
 # seconds. Smaller ones stay on the loop, where a fit costs less than a thread hop.
 OFFLOAD_BYTES: Final = 64 * 1024
-# A JSON escape of a UTF-16 surrogate: json.loads pairs them, and leaves a lone one in
-# the text, which no UTF-8 encoder (ours, a tokenizer's, the upstream's) takes.
-_SURROGATE_ESCAPE: Final = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -153,6 +160,12 @@ class _Proxy:
 
     def emit(self, event: Event) -> None:
         self.guards.emit(event)
+
+    def bad_path(self, anthropic: bool, message: str) -> None:
+        """A path refused before routing (:class:`~._paths.PathsMiddleware`)."""
+        api = ANTHROPIC_MESSAGES if anthropic else CHAT
+        self.metrics.inc("requests_total", "passthrough")
+        self.emit(ProxyRefused(api=api.name, code="invalid_path", message=message))
 
     # -- local routes -----------------------------------------------------------------
 
@@ -229,7 +242,7 @@ class _Proxy:
         when the client goes away first: closing the upstream connection tells a server
         that stops work on a disconnect (vLLM, llama.cpp) to stop."""
         task = asyncio.ensure_future(work)
-        gone = asyncio.ensure_future(_disconnected(request))
+        gone = asyncio.ensure_future(disconnected(request))
         try:
             await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -268,9 +281,9 @@ class _Proxy:
         raw = b"".join(chunks)
         request.scope["windowguard.body_bytes"] = size
         if size >= OFFLOAD_BYTES:
-            parsed = await asyncio.to_thread(_parse_body, raw)
+            parsed = await asyncio.to_thread(parse_body, raw)
         else:
-            parsed = _parse_body(raw)
+            parsed = parse_body(raw)
         if isinstance(parsed, str):
             return self._bad_request(route, parsed)
         return parsed
@@ -295,7 +308,7 @@ class _Proxy:
         stream: bool,
         attempt: int = 1,
     ) -> Response:
-        url = self.upstream.root + _forwarded_path(request)
+        url = self.upstream.root + forwarded_path(request)
         headers = [
             (name, value)
             for name, value in forward_headers(
@@ -308,15 +321,15 @@ class _Proxy:
         ]
         headers.append(("content-type", "application/json"))
         if int(request.scope.get("windowguard.body_bytes", 0)) >= OFFLOAD_BYTES:
-            content = await asyncio.to_thread(_encode_body, payload)
+            content = await asyncio.to_thread(encode_body, payload)
         else:
-            content = _encode_body(payload)
+            content = encode_body(payload)
         client = self._client()
         outgoing = client.build_request(
             "POST",
             url,
             params=request.url.query or None,
-            headers=_header_bytes(headers),
+            headers=header_bytes(headers),
             content=content,
         )
         try:
@@ -324,7 +337,7 @@ class _Proxy:
         except httpx2.HTTPError as exc:
             return self._unreachable(route, exc, send)
         if answer.status_code >= 400:
-            raw_or_error = await _read_all(answer)
+            raw_or_error = await read_all(answer)
             if isinstance(raw_or_error, httpx2.HTTPError):
                 return self._unreachable(route, raw_or_error, send)
             raw = raw_or_error
@@ -356,12 +369,12 @@ class _Proxy:
                 status_code=answer.status_code,
                 headers=self._headers(answer),
             )
-        raw_or_error = await _read_all(answer)
+        raw_or_error = await read_all(answer)
         if isinstance(raw_or_error, httpx2.HTTPError):  # cut off after its headers
             return self._unreachable(route, raw_or_error, send)
         raw = raw_or_error
         if send is not None:
-            send.usage(_usage_of_body(raw))
+            send.usage(usage_of_body(raw))
         return Response(self.redactor.whole(raw), answer.status_code, headers=self._headers(answer))
 
     def _headers(self, answer: httpx2.Response, *, decoded: bool = True) -> dict[str, str]:
@@ -476,9 +489,9 @@ class _Proxy:
         client = self._client()
         outgoing = client.build_request(
             request.method,
-            self.upstream.root + _forwarded_path(request),
+            self.upstream.root + forwarded_path(request),
             params=request.url.query or None,
-            headers=_header_bytes(headers),
+            headers=header_bytes(headers),
             content=request.stream() if has_body else None,
         )
         try:
@@ -492,8 +505,8 @@ class _Proxy:
             return self._unreachable(route, exc, None)
         if answer.status_code >= 400:
             self.metrics.inc("upstream_errors_total", _kind_of_status(answer.status_code))
-        ending = _Ending()
-        return _PassedResponse(
+        ending = Ending()
+        return PassedResponse(
             self._passed(answer, redactor, ending),
             ending,
             status_code=answer.status_code,
@@ -540,7 +553,7 @@ class _Proxy:
             yield rest
 
     async def _passed(
-        self, answer: httpx2.Response, redactor: Redactor | None, ending: _Ending
+        self, answer: httpx2.Response, redactor: Redactor | None, ending: Ending
     ) -> AsyncIterator[bytes]:
         """A passed-through answer: as it came, or decoded with the proxy's own key taken
         out. A body the upstream breaks off counts as an upstream error, and is broken
@@ -577,112 +590,6 @@ class _Proxy:
         )
 
 
-class _Ending:
-    """Whether a passed-through answer was broken off upstream."""
-
-    __slots__ = ("broken",)
-
-    def __init__(self) -> None:
-        self.broken = False
-
-
-class _PassedResponse(StreamingResponse):
-    """A passed-through answer that ends as the upstream's did: one broken off upstream
-    is left incomplete (the server closes the connection without its last chunk), so
-    the client sees the break instead of a shorter body that looks whole."""
-
-    def __init__(self, content: AsyncIterator[bytes], ending: _Ending, **options: Any) -> None:
-        super().__init__(content, **options)
-        self.ending = ending
-
-    async def stream_response(self, send: Any) -> None:
-        start = {"type": "http.response.start", "status": self.status_code}
-        await send({**start, "headers": self.raw_headers})
-        async for chunk in self.body_iterator:
-            await send({"type": "http.response.body", "body": chunk, "more_body": True})
-        if not self.ending.broken:
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
-
-
-def _parse_body(raw: bytes) -> dict[str, Any] | str:
-    """A request body as a JSON object, or what is wrong with it."""
-    try:
-        body = json.loads(raw)
-    except (ValueError, RecursionError) as exc:
-        return f"the request body is not valid JSON ({exc})"
-    if not isinstance(body, dict):
-        return f"the request body must be a JSON object, got {type(body).__name__}"
-    if _SURROGATE_ESCAPE.search(raw):
-        try:
-            json.dumps(body, ensure_ascii=False).encode("utf-8")
-        except UnicodeEncodeError as exc:
-            lone = exc.object[exc.start : exc.end].encode("unicode_escape").decode("ascii")
-            return (
-                f"the request body holds a lone UTF-16 surrogate ({lone}), which is not "
-                "valid Unicode: a string was cut in the middle of a character (an emoji?)"
-            )
-    return body
-
-
-def _encode_body(payload: dict[str, Any]) -> bytes:
-    return json.dumps(payload, ensure_ascii=False).encode("utf-8")
-
-
-class ClientGone(Exception):
-    """The client disconnected before its answer (the upstream request was cancelled)."""
-
-
-async def _disconnected(request: HttpRequest) -> None:
-    """Returns when the client disconnects (its body was read whole already)."""
-    while True:
-        message = await request.receive()
-        if message.get("type") == "http.disconnect":
-            return
-
-
-def _header_bytes(headers: Iterable[tuple[str, str]]) -> list[tuple[bytes, bytes]]:
-    """Headers as the bytes the client sent (Starlette reads them as Latin-1): a
-    non-ASCII byte in a value goes on as it came, instead of failing an ASCII encode."""
-    return [(name.encode("latin-1"), value.encode("latin-1")) for name, value in headers]
-
-
-def _forwarded_path(request: HttpRequest) -> str:
-    """The normalised path, percent-encoded, as the upstream gets it (_Paths)."""
-    raw = request.scope.get("raw_path")
-    return raw.decode("ascii") if isinstance(raw, bytes) else request.url.path
-
-
-class _Paths:
-    """ASGI middleware: every HTTP request's path in its one normalised form
-    (:mod:`._paths`) before routing, or a 400 in the called API's shape naming what is
-    wrong with it."""
-
-    def __init__(self, app: Any, proxy: _Proxy) -> None:
-        self.app = app
-        self.proxy = proxy
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope.get("type") != "http":
-            await self.app(scope, receive, send)
-            return
-        raw = scope.get("raw_path")
-        if not isinstance(raw, bytes):
-            raw = str(scope.get("path", "")).encode("utf-8")
-        try:
-            path = normalise_path(raw, _FITTED_PATHS)
-        except BadPath as exc:
-            anthropic = b"messages" in raw
-            api = ANTHROPIC_MESSAGES if anthropic else CHAT
-            message = f"windowguard proxy: {exc}"
-            self.proxy.metrics.inc("requests_total", "passthrough")
-            self.proxy.emit(ProxyRefused(api=api.name, code="invalid_path", message=message))
-            body = error_body(anthropic, message, code="invalid_path")
-            await JSONResponse(body, status_code=400)(scope, receive, send)
-            return
-        scope = dict(scope, path=path.decoded, raw_path=path.encoded.encode("ascii"))
-        await self.app(scope, receive, send)
-
-
 def _kind_of_status(status: int) -> str:
     return classify_failure(status=status).kind.value
 
@@ -690,28 +597,6 @@ def _kind_of_status(status: int) -> str:
 def _asked_usage(send: Send) -> bool:
     options = send.request.kwargs.get("stream_options")
     return isinstance(options, dict) and bool(options.get("include_usage"))
-
-
-async def _read_all(answer: httpx2.Response) -> bytes | httpx2.HTTPError:
-    """The whole body of an upstream answer, or the error that cut it short (the
-    connection dropped after the headers, a read timeout); the answer is closed."""
-    try:
-        return await answer.aread()
-    except httpx2.HTTPError as exc:
-        return exc
-    finally:
-        await answer.aclose()
-
-
-def _usage_of_body(raw: bytes) -> object:
-    try:
-        data = json.loads(raw)
-    except ValueError:
-        return None
-    if not isinstance(data, dict):
-        return None
-    usage = data.get("usage")
-    return usage if isinstance(usage, dict) else None
 
 
 def _ignore(usage: object) -> None:
@@ -746,5 +631,5 @@ def create_app(
     )
     app = Starlette(routes=routes, lifespan=proxy.lifespan)
     app.state.proxy = proxy
-    app.add_middleware(_Paths, proxy=proxy)
+    app.add_middleware(PathsMiddleware, fitted=_FITTED_PATHS, refused=proxy.bad_path)
     return app
