@@ -8,12 +8,10 @@ upstream the test starts on 127.0.0.1; clients are the real ``openai`` SDK or pl
 
 from __future__ import annotations
 
-import http.server
 import itertools
-import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import httpx2
 import openai
@@ -29,6 +27,8 @@ from windowguard.events import Event, ProviderErrorEvent, ProxyRefused
 from windowguard.proxy import ProxyConfig, ProxyServer
 from windowguard.proxy._wire import SseUsage
 
+from .upstreams import QuietHandler, serve
+
 MODEL = "emulated-model"
 
 
@@ -41,7 +41,7 @@ def _fresh_discovery() -> Iterator[None]:
     wg.clear_counter_cache()
 
 
-class _Recorder(http.server.BaseHTTPRequestHandler):
+class _Recorder(QuietHandler):
     """Forwards every request to the emulator and records its method and path."""
 
     target: ClassVar[str] = ""
@@ -63,34 +63,13 @@ class _Recorder(http.server.BaseHTTPRequestHandler):
     do_GET = _forward
     do_POST = _forward
 
-    def log_message(self, format: str, *args: Any) -> None:
-        return None
-
-
-class _Upstream:
-    """A fake upstream on a thread."""
-
-    def __init__(self, handler: type[http.server.BaseHTTPRequestHandler]) -> None:
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-        self.root = f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def __enter__(self) -> _Upstream:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join()
-
 
 def test_model_names_the_upstream_did_not_list_use_the_startup_discovery() -> None:
     with Emulator(flavor="vllm", context_window=4096) as emu:
         _Recorder.target, _Recorder.seen = emu.root_url, []
         with (
-            _Upstream(_Recorder) as upstream,
-            ProxyServer(ProxyConfig(upstream=upstream.root, port=0, model=MODEL)) as proxy,
+            serve(_Recorder) as upstream,
+            ProxyServer(ProxyConfig(upstream=upstream, port=0, model=MODEL)) as proxy,
             openai.OpenAI(base_url=proxy.base_url, api_key="k", max_retries=0) as client,
         ):
             at_startup = [call for call in _Recorder.seen if call[1] != "/v1/chat/completions"]
@@ -126,7 +105,7 @@ def test_many_model_names_keep_the_proxys_state_bounded() -> None:
         assert len(openai_guard._models) == bound
 
 
-class _CutOff(http.server.BaseHTTPRequestHandler):
+class _CutOff(QuietHandler):
     """An upstream that answers a model call's headers, then drops the connection."""
 
     protocol_version = "HTTP/1.1"
@@ -146,9 +125,6 @@ class _CutOff(http.server.BaseHTTPRequestHandler):
         self.wfile.flush()
         self.close_connection = True
 
-    def log_message(self, format: str, *args: Any) -> None:
-        return None
-
 
 @pytest.mark.parametrize(
     ("path", "anthropic_shape"), [("/v1/chat/completions", False), ("/v1/messages", True)]
@@ -163,9 +139,9 @@ def test_an_answer_cut_off_after_its_headers_is_a_502_in_the_apis_shape(
         "max_tokens": 16,
     }
     with (
-        _Upstream(_CutOff) as upstream,
+        serve(_CutOff) as upstream,
         ProxyServer(
-            ProxyConfig(upstream=upstream.root, port=0, window=8192, model=MODEL),
+            ProxyConfig(upstream=upstream, port=0, window=8192, model=MODEL),
             sinks=[events.append],
         ) as proxy,
     ):

@@ -9,11 +9,8 @@ closes the connection mid-stream.
 
 from __future__ import annotations
 
-import http.server
 import json
-import threading
 from collections.abc import Iterator
-from typing import Any
 
 import anthropic
 import httpx2
@@ -22,6 +19,8 @@ import pytest
 
 from windowguard.events import Event, ProviderErrorEvent
 from windowguard.proxy import ProxyConfig, ProxyServer
+
+from .upstreams import QuietHandler, serve
 
 MODEL = "broken-model"
 
@@ -48,7 +47,7 @@ _ANTHROPIC_START = (
 )
 
 
-class _Breaks(http.server.BaseHTTPRequestHandler):
+class _Breaks(QuietHandler):
     """Sends part of what it promised, then drops the connection."""
 
     protocol_version = "HTTP/1.1"
@@ -66,11 +65,7 @@ class _Breaks(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         if self.path.endswith("/v1/models"):
             body = json.dumps({"object": "list", "data": [{"id": MODEL}]}).encode()
-            self.send_response(200)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            self.answer(200, body, {"content-type": "application/json"})
             return
         self._broken("application/octet-stream", b"x" * 100)
 
@@ -81,21 +76,11 @@ class _Breaks(http.server.BaseHTTPRequestHandler):
         else:
             self._broken("text/event-stream", _chunk("Hello, ") + _chunk("wor"))
 
-    def log_message(self, format: str, *args: Any) -> None:
-        return None
-
 
 @pytest.fixture
 def upstream() -> Iterator[str]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Breaks)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with serve(_Breaks) as root:
+        yield root
 
 
 def test_a_broken_chat_stream_raises_in_the_sdk_and_is_counted(upstream: str) -> None:

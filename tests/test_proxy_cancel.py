@@ -7,24 +7,25 @@ The upstream is a plain ``http.server`` that holds each model call until its cli
 
 from __future__ import annotations
 
-import http.server
 import json
 import select
 import socket
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import pytest
 
 from windowguard.events import Event
 from windowguard.proxy import ProxyConfig, ProxyServer
 
+from .upstreams import QuietHandler, serve
+
 MODEL = "slow-model"
 
 
-class _Slow(http.server.BaseHTTPRequestHandler):
+class _Slow(QuietHandler):
     """Answers GET /v1/models; holds every model call until the peer closes, up to 30 s."""
 
     closed: ClassVar[threading.Event] = threading.Event()
@@ -32,18 +33,12 @@ class _Slow(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         body = json.dumps({"object": "list", "data": [{"id": MODEL}]}).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        self.answer(200, body, {"content-type": "application/json"})
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("content-length") or 0))
         if not self.path.endswith("/chat/completions"):  # startup's count-API probes
-            self.send_response(404)
-            self.send_header("content-length", "0")
-            self.end_headers()
+            self.answer(404)
             return
         self.held.set()
         deadline = time.monotonic() + 30
@@ -55,23 +50,13 @@ class _Slow(http.server.BaseHTTPRequestHandler):
         self.send_response(500)
         self.end_headers()
 
-    def log_message(self, format: str, *args: Any) -> None:
-        return None
-
 
 @pytest.fixture
 def slow() -> Iterator[str]:
     _Slow.closed.clear()
     _Slow.held.clear()
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Slow)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with serve(_Slow) as root:
+        yield root
 
 
 @pytest.mark.parametrize("stream", [False, True])

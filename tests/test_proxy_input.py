@@ -11,12 +11,9 @@ upstreams are the emulator and a plain ``http.server`` that records what it was 
 
 from __future__ import annotations
 
-import http.server
 import json
-import socket
-import threading
 from collections.abc import Iterator
-from typing import Any, ClassVar
+from typing import ClassVar
 from urllib.parse import unquote
 
 import pytest
@@ -28,28 +25,10 @@ from windowguard.events import Event
 from windowguard.proxy import ProxyConfig, ProxyServer
 from windowguard.proxy._paths import BadPath, normalise_path
 
+from .upstreams import QuietHandler, raw_request, serve
+
 MODEL = "emulated-model"
 FITTED = frozenset({"/v1/chat/completions", "/v1/responses", "/v1/messages"})
-
-
-def raw_request(
-    port: int, method: str, target: str, body: bytes = b"", headers: tuple[str, ...] = ()
-) -> tuple[int, bytes]:
-    """Send one HTTP/1.1 request with ``target`` exactly as given; the status and body."""
-    head = [f"{method} {target} HTTP/1.1", f"host: 127.0.0.1:{port}", "connection: close"]
-    head += list(headers)
-    if body:
-        head += ["content-type: application/json", f"content-length: {len(body)}"]
-    data = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
-    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
-        sock.sendall(data)
-        chunks = []
-        while chunk := sock.recv(65536):
-            chunks.append(chunk)
-    answer = b"".join(chunks)
-    status_line, _, rest = answer.partition(b"\r\n")
-    _, _, payload = rest.partition(b"\r\n\r\n")
-    return int(status_line.split()[1]), payload
 
 
 # -- the normalisation ------------------------------------------------------------------
@@ -170,7 +149,7 @@ def test_a_responses_spelling_is_fitted_too() -> None:
         assert emu.records == ()
 
 
-class _Recorder(http.server.BaseHTTPRequestHandler):
+class _Recorder(QuietHandler):
     """An upstream that answers every request 200 and records the raw path it got."""
 
     paths: ClassVar[list[str]] = []
@@ -179,30 +158,16 @@ class _Recorder(http.server.BaseHTTPRequestHandler):
         self.rfile.read(int(self.headers.get("content-length") or 0))
         self.paths.append(self.path)
         body = json.dumps({"object": "list", "data": []}).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        self.answer(200, body, {"content-type": "application/json"})
 
     do_GET = do_POST = do_DELETE = _answer
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return None
 
 
 @pytest.fixture
 def recorder() -> Iterator[str]:
     _Recorder.paths.clear()
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with serve(_Recorder) as root:
+        yield root
 
 
 def test_nothing_climbs_out_of_the_upstreams_path_prefix(recorder: str) -> None:
@@ -287,11 +252,7 @@ class _Headers(_Recorder):
 
 def test_a_non_ascii_header_byte_goes_on_as_it_came_and_two_framings_are_refused() -> None:
     _Headers.seen.clear()
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Headers)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        root = f"http://127.0.0.1:{server.server_address[1]}"
+    with serve(_Headers) as root:
         config = ProxyConfig(upstream=root, port=0, window=8192, model=MODEL)
         with ProxyServer(config) as proxy:
             status, _ = raw_request(proxy.port, "GET", "/v1/models", headers=("x-custom: caf\xe9",))
@@ -319,7 +280,3 @@ def test_a_non_ascii_header_byte_goes_on_as_it_came_and_two_framings_are_refused
                 in json.loads(payload)["error"]["message"]
             )
             assert _Recorder.paths == []
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()

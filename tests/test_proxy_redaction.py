@@ -9,10 +9,8 @@ passed-through path. Clients are the real ``openai`` SDK and plain ``httpx2``.
 from __future__ import annotations
 
 import gzip
-import http.server
 import json
 import random
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -26,33 +24,27 @@ from hypothesis import strategies as st
 from windowguard.proxy import ProxyConfig, ProxyServer
 from windowguard.proxy._wire import REDACTED, Redactor
 
+from .upstreams import QuietHandler, serve
+
 MODEL = "echo-model"
 SECRET = "sk-proxy-S3CRET/7f2a-99"
 
 
-class _Echo(http.server.BaseHTTPRequestHandler):
+class _Echo(QuietHandler):
     """Echoes the key it was sent, wherever a careless upstream might."""
 
     def _key(self) -> str:
         auth = self.headers.get("authorization") or ""
         return auth.removeprefix("Bearer ") or self.headers.get("x-api-key") or ""
 
-    def _send(self, status: int, body: bytes, headers: dict[str, str]) -> None:
-        self.send_response(status)
-        for name, value in headers.items():
-            self.send_header(name, value)
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
     def do_GET(self) -> None:
         key = self._key()
         if self.path.endswith("/v1/models"):
             data = {"object": "list", "data": [{"id": MODEL, "max_model_len": 8192}]}
-            self._send(200, json.dumps(data).encode(), {"content-type": "application/json"})
+            self.answer(200, json.dumps(data).encode(), {"content-type": "application/json"})
             return
         body = gzip.compress(json.dumps({"you_sent": key}).encode())
-        self._send(
+        self.answer(
             200,
             body,
             {"content-type": "application/json", "content-encoding": "gzip", "x-echo": key},
@@ -95,27 +87,17 @@ class _Echo(http.server.BaseHTTPRequestHandler):
                 "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6},
             }
             headers = {"content-type": "application/json", "content-encoding": "gzip"}
-            self._send(200, gzip.compress(json.dumps(answer).encode()), headers)
+            self.answer(200, gzip.compress(json.dumps(answer).encode()), headers)
             return
         error = {"error": {"message": f"Incorrect API key provided: {key}.", "code": "invalid"}}
         headers = {"content-type": "application/json", "x-echo": f"got {key}"}
-        self._send(401, json.dumps(error).encode(), headers)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return None
+        self.answer(401, json.dumps(error).encode(), headers)
 
 
 @pytest.fixture
 def echo() -> Iterator[str]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Echo)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with serve(_Echo) as root:
+        yield root
 
 
 def test_the_proxys_key_never_comes_back_to_a_client(echo: str) -> None:

@@ -4,16 +4,15 @@ it serves"; one that refuses to list its models says how."""
 
 from __future__ import annotations
 
-import http.server
 import socket
-import threading
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from windowguard.exceptions import ConfigurationError
 from windowguard.proxy import ProxyConfig, discover_upstream
+
+from .upstreams import QuietHandler, serve
 
 
 def _closed_port() -> int:
@@ -35,32 +34,18 @@ def test_an_upstream_that_is_not_there_is_named_unreachable() -> None:
     assert any("models listed: (none: upstream unreachable" in line for line in info.describe())
 
 
-class _Locked(http.server.BaseHTTPRequestHandler):
+class _Locked(QuietHandler):
     """An upstream that wants a key for everything."""
 
     def do_GET(self) -> None:
         body = b'{"error": {"message": "missing key"}}'
-        self.send_response(401)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return None
+        self.answer(401, body, {"content-type": "application/json"})
 
 
 @pytest.fixture
 def locked() -> Iterator[str]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Locked)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with serve(_Locked) as root:
+        yield root
 
 
 def test_an_upstream_that_answers_but_lists_nothing_says_how(locked: str) -> None:

@@ -101,6 +101,7 @@ _READ_CHUNK: Final = 64 * 1024
 # exact counting would hold the event loop (every other client) for milliseconds to
 # seconds. Smaller ones stay on the loop, where a fit costs less than a thread hop.
 OFFLOAD_BYTES: Final = 64 * 1024
+_BODY_BYTES: Final = "windowguard.body_bytes"  # the scope key of a fitted body's size
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -200,7 +201,7 @@ class _Proxy:
         body = await self._read_json(request, route)
         if isinstance(body, Response):
             return body
-        offload = int(request.scope.get("windowguard.body_bytes", 0)) >= OFFLOAD_BYTES
+        offload = _large(request)
         guard = self.guards.for_api(route.api)
         try:
             parsed = guard.request(route.api, body)
@@ -279,8 +280,8 @@ class _Proxy:
                 return self._too_large(route)
             chunks.append(chunk)
         raw = b"".join(chunks)
-        request.scope["windowguard.body_bytes"] = size
-        if size >= OFFLOAD_BYTES:
+        request.scope[_BODY_BYTES] = size
+        if _large(request):
             parsed = await asyncio.to_thread(parse_body, raw)
         else:
             parsed = parse_body(raw)
@@ -320,7 +321,7 @@ class _Proxy:
             if name.lower() != "content-type"
         ]
         headers.append(("content-type", "application/json"))
-        if int(request.scope.get("windowguard.body_bytes", 0)) >= OFFLOAD_BYTES:
+        if _large(request):
             content = await asyncio.to_thread(encode_body, payload)
         else:
             content = encode_body(payload)
@@ -351,8 +352,7 @@ class _Proxy:
                 send.failed(UpstreamRefusal(answer, raw))
             if retry and send is not None:
                 try:
-                    offload = int(request.scope.get("windowguard.body_bytes", 0)) >= OFFLOAD_BYTES
-                    await self.guards.for_api(route.api).arefit(send, offload=offload)
+                    await self.guards.for_api(route.api).arefit(send, offload=_large(request))
                 except ContextTruncatedError as exc:
                     return self._refuse(route, exc)
                 self.metrics.inc("refits_total", route.label)
@@ -588,6 +588,12 @@ class _Proxy:
             route.label,
             type(exc).__name__,
         )
+
+
+def _large(request: HttpRequest) -> bool:
+    """Whether the request's body is large enough to be parsed, fitted and re-encoded
+    on a worker thread (:data:`OFFLOAD_BYTES`)."""
+    return int(request.scope.get(_BODY_BYTES, 0)) >= OFFLOAD_BYTES
 
 
 def _kind_of_status(status: int) -> str:
