@@ -10,6 +10,7 @@ import socket
 import time
 
 import httpx2
+import pytest
 
 from windowguard.emulator import Emulator
 from windowguard.proxy import ProxyConfig, ProxyServer
@@ -100,3 +101,18 @@ def test_a_body_that_stalls_is_a_408_in_the_apis_shape() -> None:
         error = json.loads(answer.split(b"\r\n\r\n", 1)[1])["error"]
         assert error["code"] == "request_timeout" and "paused" in error["message"]
         assert emu.records == ()
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [("--max-connections", "0"), ("--header-timeout", "-1"), ("--body-timeout", "0")],
+)
+def test_a_bad_limit_is_refused_naming_its_flag(
+    flag: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from windowguard.cli import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["proxy", "--upstream", "http://127.0.0.1:9", flag, value])
+    assert done.value.code == 2
+    assert f"argument {flag}" in capsys.readouterr().err

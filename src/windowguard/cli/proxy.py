@@ -145,7 +145,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--max-connections",
-        type=int,
+        type=positive_int,
         default=1000,
         metavar="N",
         help="serve at most N connections at once; more are answered 503 (default 1000)",
