@@ -43,6 +43,7 @@ from .estimate import Estimator
 from .exceptions import ConfigurationError, WindowGuardError
 
 __all__ = [
+    "BytesBounded",
     "EditState",
     "Stages",
     "SummaryQuery",
@@ -58,6 +59,31 @@ __all__ = [
 logger = logging.getLogger("windowguard")
 
 TextCount = Callable[[str], int]
+
+
+class BytesBounded:
+    """A text count that never exceeds the text's UTF-8 length: an exact byte-level BPE
+    tokenizer (every local family). The clamp then counts only a text whose bytes could
+    be over its limit; a text within it in bytes is within it in tokens."""
+
+    __slots__ = ("_count",)
+
+    def __init__(self, count: TextCount) -> None:
+        self._count = count
+
+    def __call__(self, text: str) -> int:
+        return self._count(text)
+
+
+def _within_in_bytes(text: str, limit: int) -> bool:
+    """Whether ``text``'s UTF-8 bytes are at most ``limit`` (without encoding it when its
+    length alone says so: a character is at most 4 bytes)."""
+    if 4 * len(text) <= limit:
+        return True
+    if len(text) > limit:
+        return False
+    return len(text.encode("utf-8", "surrogatepass")) <= limit
+
 
 SPILL_TOOL = "read_spilled"
 """The tool that pages through spilled outputs (``windowguard.spill.spill_tool``'s
@@ -205,6 +231,7 @@ def clamp_new(
         The clamps made (none when nothing is over its limit).
     """
     limit = config.limit(ctx.budget.input_tokens) if limit is None else limit
+    bounded = isinstance(count, BytesBounded)
     count = _remembering(count)  # a long output is counted once, not once per use
     texts: dict[int, dict[int, str]] = {}
     records: dict[int, EditRecord] = {}
@@ -220,6 +247,8 @@ def clamp_new(
         if page and not pages:
             continue  # a page of a spilled output: already bounded, and cutting it would
             # make the model page forever
+        if bounded and _within_in_bytes(ref.text, limit):
+            continue  # no more tokens than bytes: nothing to count
         before = count(ref.text)
         if before <= limit:
             continue

@@ -67,6 +67,7 @@ from typing import Any
 from ._damaged import damaged_stretch, plan_damaged
 from ._decide import Policy, candidate, choose, near_edge, refuse_or_keep
 from ._editing import (
+    BytesBounded,
     EditState,
     Stages,
     SummaryQuery,
@@ -805,7 +806,8 @@ class ContextWindowManager:
             except Exception as exc:  # a tokenizer that cannot load: the heuristic
                 logger.warning("edits count with the heuristic: %s", exc)
             else:
-                return counter.count
+                # A family's own tokenizer is a byte-level BPE; a caller's may be anything.
+                return counter.count if local.explicit else BytesBounded(counter.count)
         estimator = self.estimator
         return lambda text: estimator.text_tokens(text, "dense")
 

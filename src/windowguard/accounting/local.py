@@ -458,6 +458,62 @@ def openai_function(tool: object, index: int = 0) -> dict[str, Any]:
     return {"type": "function", "function": {"name": str(tool.get("type", f"tool_{index}"))}}
 
 
+class RememberingCounter:
+    """An exact tokenizer that remembers its count of each long text, so one fit counts a
+    tool output once although a clamp, the template accounting and a clear each ask
+    (a cold fit near the edge counted 1.7x the transcript's text before).
+
+    Counting is a pure function of the text, so a remembered count is the count. What is
+    remembered is bounded: texts shorter than :data:`REMEMBERED_MIN_CHARS` are counted
+    again (cheaper than keeping them), and once the remembered texts pass
+    :data:`REMEMBERED_MAX_CHARS` in all, the memory starts over.
+    """
+
+    __slots__ = ("_chars", "_counter", "_known")
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self._counter = counter
+        self._known: dict[str, int] = {}
+        self._chars = 0
+
+    def count(self, text: str) -> int:
+        """The tokens of ``text``."""
+        if len(text) < REMEMBERED_MIN_CHARS:
+            return self._counter.count(text)
+        known = self._known.get(text)
+        if known is None:
+            known = self._counter.count(text)
+            self._remember(text, known)
+        return known
+
+    def count_batch(self, texts: Sequence[str]) -> list[int]:
+        """The tokens of each of ``texts`` (the ones not remembered in one batch)."""
+        known = self._known
+        counts: list[int | None] = [known.get(text) for text in texts]
+        missing = [i for i, found in enumerate(counts) if found is None]
+        if missing:
+            fresh = count_texts(self._counter, [texts[i] for i in missing])
+            for i, tokens in zip(missing, fresh, strict=True):
+                counts[i] = tokens
+                if len(texts[i]) >= REMEMBERED_MIN_CHARS:
+                    self._remember(texts[i], tokens)
+        return [tokens or 0 for tokens in counts]
+
+    def _remember(self, text: str, tokens: int) -> None:
+        self._chars += len(text)
+        if self._chars > REMEMBERED_MAX_CHARS:
+            self._known = {}
+            self._chars = len(text)
+        self._known[text] = tokens
+
+    def __repr__(self) -> str:
+        return repr(self._counter)
+
+
+REMEMBERED_MIN_CHARS: Final = 256
+REMEMBERED_MAX_CHARS: Final = 4 * 1024 * 1024  # about five 200k-token windows of text
+
+
 class LocalTokenizerError(ConfigurationError):
     """A family's exact tokenizer looked installed but could not be loaded."""
 
@@ -493,8 +549,13 @@ class TemplateAccounting:
                 counter, why = _load(self.family)
             if counter is None:
                 raise LocalTokenizerError(f"the {self.family} tokenizer: {why}")
-            self._counter = counter
+            self._counter = RememberingCounter(counter)
         return self._counter
+
+    @property
+    def explicit(self) -> bool:
+        """Whether the tokenizer is a caller's (else the family's own, found installed)."""
+        return self._explicit
 
     @property
     def origin(self) -> str:
