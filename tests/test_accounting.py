@@ -412,7 +412,11 @@ def test_from_endpoint_finds_window_and_count_api_and_counts_only_near_the_edge(
     vllm: Emulator,
 ) -> None:
     wg.clear_counter_cache()
-    mgr = wg.ContextWindowManager.from_endpoint(vllm.base_url, "acme-coder-7b", counter=None)
+    # edits=(): the default edits clear old results at 55 % of the budget, so the
+    # requests would never come near the edge this test is about
+    mgr = wg.ContextWindowManager.from_endpoint(
+        vllm.base_url, "acme-coder-7b", counter=None, edits=()
+    )
     assert mgr.context_window == 6_000
     assert isinstance(mgr.remote, VLLMTokenizeCounter)
     messages = _chat(30, size=50)
@@ -498,7 +502,9 @@ def test_tool_loops_wire_the_providers_count_endpoint_sync_and_async(vllm: Emula
     loop = wg.ToolLoop(
         provider,
         tools=[read_file],
-        manager=wg.ContextWindowManager(model_info=provider.model_info()),
+        # drop only: the default edits' clearing would keep every request far from the
+        # edge, where the count endpoint is asked
+        manager=wg.ContextWindowManager(model_info=provider.model_info(), edits=()),
         max_tokens=300,
     )
     try:
@@ -514,7 +520,7 @@ def test_tool_loops_wire_the_providers_count_endpoint_sync_and_async(vllm: Emula
         aloop = wg.AsyncToolLoop(
             aprovider,
             tools=[read_file],
-            manager=wg.ContextWindowManager(model_info=await aprovider.amodel_info()),
+            manager=wg.ContextWindowManager(model_info=await aprovider.amodel_info(), edits=()),
             max_tokens=300,
         )
         try:

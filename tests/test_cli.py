@@ -748,6 +748,40 @@ def test_bad_edit_options_are_one_line(capsys: pytest.CaptureFixture[str]) -> No
     assert code == 2 and "--clamp-tool-results: ClampToolResults(max_tokens=...) must" in err
 
 
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("0.6", "once the request passes 60% of the input budget"),
+        ("9000", "once the request passes 9000 tokens"),
+    ],
+)
+def test_clear_trigger_is_taken_and_described(
+    capsys: pytest.CaptureFixture[str], value: str, said: str
+) -> None:
+    code, out, _ = _run(
+        capsys,
+        "inspect",
+        "example:coding-agent",
+        "--context-window",
+        "16000",
+        "--clear-tool-results",
+        "1",
+        "--clear-trigger",
+        value,
+    )
+    assert code == 0 and f"outside the newest 1 turns{' ' + said}" in out
+
+
+@pytest.mark.parametrize("value", ["0", "1.5", "-2", "half", "nan"])
+def test_a_bad_clear_trigger_is_one_line(capsys: pytest.CaptureFixture[str], value: str) -> None:
+    argv = ["inspect", "example:coding-agent", "--clear-tool-results", "1"]
+    with pytest.raises(SystemExit) as info:  # argparse refuses it, as any bad value
+        main([*argv, "--clear-trigger", value])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "argument --clear-trigger: " in err
+    assert len(err.strip().splitlines()) == 1
+
+
 def test_plot_marks_edits(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     from windowguard.demo.chart import series_from_events
 

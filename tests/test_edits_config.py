@@ -132,7 +132,7 @@ def test_check_edits() -> None:
         == wg.DEFAULT_EDITS
         == (
             wg.ClampToolResults(max_tokens=0.25),
-            wg.ClearToolResults(keep=1, clear_inputs=True, low_water=0.3),
+            wg.ClearToolResults(keep=1, clear_inputs=True, low_water=0.3, trigger=0.55),
         )
     )
     assert check_edits([]) == () and check_edits(()) == ()

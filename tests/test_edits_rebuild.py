@@ -127,8 +127,11 @@ def test_a_moving_cache_control_marker_keeps_every_edit_as_it_was_sent() -> None
         assert fit.messages[-1] is send[-1]
     for (before, _), (after, _) in itertools.pairwise(marked):
         sent = [_unmarked(m) for m in before.messages]
-        extended += [_unmarked(m) for m in after.messages[: len(sent)]] == sent
-    assert extended >= 40 * 3 // 4
+        extends = [_unmarked(m) for m in after.messages[: len(sent)]] == sent
+        extended += extends
+        # only a send that edits or drops may rewrite what the previous one sent
+        assert extends or after.edits or after.dropped_turns != before.dropped_turns
+    assert extended >= 40 // 2
 
 
 def test_a_marker_on_an_edited_message_follows_the_caller() -> None:

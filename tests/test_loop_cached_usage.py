@@ -75,8 +75,13 @@ def test_a_loop_whose_usage_leaves_out_cached_tokens_never_overflows(edits: Any)
     assert result.termination is wg.TerminationReason.MAX_ITERATIONS, result.termination
     assert [r.status for r in records] == [200] * len(records)
     assert max(r.prompt_tokens for r in records) + 1_024 <= WINDOW
-    # the window filled, and the server did leave cached tokens out of its reports
-    assert max(r.prompt_tokens for r in records) > 0.7 * (WINDOW - 1_024)
+    # the window filled (with the default edits, to where they clear old results: 55 %
+    # of the budget by the manager's estimate, which errs high), and the server did
+    # leave cached tokens out of its reports
+    filled = 0.7 if edits == () else 0.45
+    assert max(r.prompt_tokens for r in records) > filled * (WINDOW - 1_024)
+    if edits is None:
+        assert any(e.edit == "clear" for e in result.events if isinstance(e, wg.ContextEdited))
     noticed = [e for e in result.events if isinstance(e, UsageExcludesCached)]
     assert len(noticed) == 1, noticed
     assert noticed[0].cached_tokens > 0 and noticed[0].reported_tokens > 0

@@ -229,6 +229,15 @@ def test_spilled_outputs_are_private_and_readable_by_a_client_that_offers_the_to
             "--clear-at-least: ClearToolResults(clear_at_least=...) must",
         ),
         ({"clear_at_least": 500}, "pass --clear-tool-results KEEP as well"),
+        ({"clear_trigger": 0.6}, "--clear-trigger sets when a clearing happens; pass"),
+        (
+            {"clear_tool_results": 2, "clear_trigger": 1.5},
+            "--clear-trigger: ClearToolResults(trigger=...) as a fraction must be in (0, 1]",
+        ),
+        (
+            {"clear_tool_results": 2, "clear_trigger": 0},
+            "--clear-trigger: ClearToolResults(trigger=...) must be >= 1",
+        ),
         ({"spill_dir": "/tmp/x"}, "pass --clamp-tool-results TOKENS as well"),
         ({"clamp_tool_results": 500, "spill_dir": ""}, "--spill-dir must be a directory path"),
     ],
@@ -313,3 +322,12 @@ def test_the_cli_takes_the_flags_and_says_what_it_edits(tmp_path: Path) -> None:
     ) in text
     assert stat.S_IMODE(os.stat(spill).st_mode) == 0o700
     assert "Traceback" not in err
+
+
+def test_clear_trigger_sets_the_clear_stage_s_trigger() -> None:
+    config = ProxyConfig(
+        upstream="http://127.0.0.1:9", clear_tool_results=1, clear_at_least=500, clear_trigger=0.6
+    )
+    assert config.edit_stages() == (wg.ClearToolResults(keep=1, clear_at_least=500, trigger=0.6),)
+    tokens = ProxyConfig(upstream="http://127.0.0.1:9", clear_tool_results=1, clear_trigger=9000)
+    assert tokens.edit_stages() == (wg.ClearToolResults(keep=1, trigger=9000),)

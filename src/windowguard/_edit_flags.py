@@ -5,17 +5,20 @@ flags: ``windowguard proxy`` (and its :class:`~windowguard.proxy.ProxyConfig`) a
 ``--clamp-tool-results TOKENS`` is :class:`~windowguard.ClampToolResults` (``max_tokens``),
 ``--spill-dir DIR`` its :class:`~windowguard.SpillStore`, ``--clear-tool-results KEEP``
 :class:`~windowguard.ClearToolResults` (``keep``), ``--clear-at-least TOKENS`` its
-``clear_at_least``. There is no summary flag: a summarizer is code.
+``clear_at_least`` and ``--clear-trigger TOKENS|FRACTION`` its ``trigger``. There is no
+summary flag: a summarizer is code.
 
 Invariants: every option is checked by the stage it configures, and an error names the
 flag it came from (``--clamp-tool-results: ... must be an int >= 100``); an option that
-only refines another (``--spill-dir``, ``--clear-at-least``) without it is refused, never
+only refines another (``--spill-dir``, ``--clear-at-least``, ``--clear-trigger``) without
+it is refused, never
 ignored. :func:`edit_stages` makes no directory unless given a spill store.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from .edits.config import (
     DEFAULT_EDITS,
@@ -36,6 +39,7 @@ def edit_stages(
     spill_dir: object = None,
     clear_tool_results: int | None = None,
     clear_at_least: int | None = None,
+    clear_trigger: int | float | None = None,
     no_edits: bool = False,
 ) -> tuple[EditStage, ...] | None:
     """The edit stages the flags ask for, cheapest first: None (no flag) is the
@@ -49,6 +53,8 @@ def edit_stages(
         spill_dir: ``--spill-dir`` as given (checked: it needs ``--clamp-tool-results``).
         clear_tool_results: ``--clear-tool-results``: the newest turns kept whole.
         clear_at_least: ``--clear-at-least``: the fewest tokens one clearing frees.
+        clear_trigger: ``--clear-trigger``: clear once the request passes this many tokens
+            (an int) or this fraction of the input budget (a float in (0, 1]).
         no_edits: ``--no-edits``: drop whole turns only.
 
     Raises:
@@ -66,6 +72,10 @@ def edit_stages(
         raise ConfigurationError(
             "--clear-at-least sets how much one clearing must free; pass "
             "--clear-tool-results KEEP as well"
+        )
+    if clear_trigger is not None and clear_tool_results is None:
+        raise ConfigurationError(
+            "--clear-trigger sets when a clearing happens; pass --clear-tool-results KEEP as well"
         )
     named = clamp_tool_results is not None or clear_tool_results is not None
     if no_edits and named:
@@ -88,13 +98,17 @@ def edit_stages(
             stages.append(ClearToolResults(keep=clear_tool_results))
         except ConfigurationError as exc:
             raise ConfigurationError(f"--clear-tool-results: {exc}") from exc
-        if clear_at_least is not None:
+        refinements = (
+            ("--clear-at-least", "clear_at_least", clear_at_least),
+            ("--clear-trigger", "trigger", clear_trigger),
+        )
+        for flag, option, value in refinements:
+            if value is None:
+                continue
             try:
-                stages[-1] = ClearToolResults(
-                    keep=clear_tool_results, clear_at_least=clear_at_least
-                )
+                stages[-1] = replace(stages[-1], **{option: value})  # type: ignore[arg-type]
             except ConfigurationError as exc:
-                raise ConfigurationError(f"--clear-at-least: {exc}") from exc
+                raise ConfigurationError(f"{flag}: {exc}") from exc
     return tuple(stages)
 
 
@@ -115,9 +129,15 @@ def describe_edits(stages: Sequence[EditStage] | None) -> str:
             inputs = " and their calls' arguments" if stage.clear_inputs else ""
             mark = stage.low_water
             down = f", down to {mark:.0%} of the input budget" if mark is not None else ""
+            trigger = stage.trigger
+            when = ""
+            if isinstance(trigger, float):
+                when = f" once the request passes {trigger:.0%} of the input budget"
+            elif isinstance(trigger, int):
+                when = f" once the request passes {trigger} tokens"
             said.append(
-                f"clear tool results{inputs} outside the newest {stage.keep} turns (at "
-                f"least {stage.clear_at_least} tokens at a time{down})"
+                f"clear tool results{inputs} outside the newest {stage.keep} turns{when} "
+                f"(at least {stage.clear_at_least} tokens at a time{down})"
             )
         else:
             said.append(f"summarize turns older than the newest {stage.keep_turns}")

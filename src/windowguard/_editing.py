@@ -352,15 +352,18 @@ def clear_block(
     count: TextCount,
     state: EditState,
     estimator: Estimator,
+    *,
+    at_least: int | None = None,
 ) -> list[EditRecord]:
     """Clear old tool results, oldest first from message ``first`` (the first kept turn),
     outside the newest ``keep`` turns, until at least ``need`` tokens and at least
-    ``clear_at_least`` are freed; nothing when all there is to clear frees less than
-    ``clear_at_least``.
+    ``at_least`` (default: the stage's ``clear_at_least``) are freed; nothing when all
+    there is to clear frees less than ``at_least``.
 
     Returns:
         The clears made.
     """
+    least = config.clear_at_least if at_least is None else at_least
     starts = ctx.seg.turn_starts
     if len(starts) <= config.keep:
         return []
@@ -408,9 +411,9 @@ def clear_block(
         if config.clear_inputs and ref.call_index is not None and ref.call_part is not None:
             calls.setdefault(ref.call_index, []).append(ref.call_part)
         freed += before - after
-        if freed >= max(need, config.clear_at_least):
+        if freed >= max(need, least):
             break
-    if freed < config.clear_at_least or not texts:
+    if freed < least or not texts:
         return []
     for index, parts in texts.items():
         key = id(seen[index])

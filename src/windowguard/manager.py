@@ -95,7 +95,7 @@ from .accounting.usage import (
 from .adapters import check_format, check_messages, shaper
 from .budget import Budget, compute_budget
 from .catalog import ModelInfo, OverridesArg, resolve_model_info
-from .edits.config import EditStage, check_edits
+from .edits.config import EditStage, check_edits, trigger_tokens
 from .edits.records import EditRecord
 from .edits.summary import render_turns, summary_message
 from .estimate import Estimator
@@ -681,7 +681,9 @@ class ContextWindowManager:
         made = refitted + self._clamp_arrivals(ctx)
         distrust, self._distrust = self._distrust or refused is not None, False
         dropped, calls = yield from self._decide(ctx, messages, system, events, distrust, 0)
-        if self._stages and self._loses_context(ctx, dropped):
+        if self._stages and (
+            self._loses_context(ctx, dropped) or self._clear_triggered(ctx, dropped)
+        ):
             edited = self._edit(ctx, dropped)
             if edited:
                 made += edited
@@ -829,6 +831,17 @@ class ContextWindowManager:
         anchor = ctx.run.anchor
         return anchor is None or ctx.kept_from(dropped) > anchor
 
+    def _clear_triggered(self, ctx: FitContext, dropped: int | None) -> bool:
+        """Whether the clear stage's ``trigger`` is passed by what this send keeps."""
+        clear = self._stages.clear
+        if clear is None or clear.trigger is None or dropped is None:
+            return False
+        limit = trigger_tokens(clear.trigger, ctx.budget.input_tokens)
+        assert limit is not None
+        # On the best count, not the guaranteed bound: the bound of a new turn's bytes
+        # may be several times its tokens, and a policy is not a safety margin.
+        return ctx.count(ctx.kept_from(dropped), self._factors).best > limit
+
     def _edit(self, ctx: FitContext, dropped: int | None) -> list[EditRecord]:
         """Edit before dropping: clear a block of old results down to the low-water
         mark; when even head + newest turn cannot fit, clamp the newest turn's results
@@ -850,9 +863,30 @@ class ContextWindowManager:
                     hold = self.hold_turns * ctx.typical_turn(self._factors)
                     target = max(min(target, budget - hold), budget // 4)
             kept = ctx.count(least, self._factors)
-            need = kept.tokens - target
+            forced = self._loses_context(ctx, dropped)
+            size = kept.tokens if forced else kept.best  # as _clear_triggered measures it
+            need = size - target
+            at_least = stages.clear.clear_at_least
+            if not forced:
+                # Cleared for the trigger alone: only a block that brings the request at
+                # least halfway from the trigger down to the mark. Once the cleared turns'
+                # placeholders alone come near the trigger, clearing each new result as
+                # it ages would rewrite the prompt on every send; the request then grows
+                # to the budget and drops old turns instead.
+                limit = trigger_tokens(stages.clear.trigger, budget) or budget
+                halfway = max(target, (limit + target) // 2)
+                at_least = max(at_least, size - halfway)
             if need > 0:
-                made += clear_block(ctx, stages.clear, least, need, count, state, self.estimator)
+                made += clear_block(
+                    ctx,
+                    stages.clear,
+                    least,
+                    need,
+                    count,
+                    state,
+                    self.estimator,
+                    at_least=at_least,
+                )
         if stages.clamp is not None:
             factors = self._factors
             minimal = ctx.count(ctx.newest, factors) if ctx.seg.turn_starts else None
@@ -928,10 +962,7 @@ class ContextWindowManager:
         assert config is not None
         budget = ctx.budget.input_tokens
         cost = ctx.cost_function(self._factors)
-        trigger = config.trigger
-        limit = None
-        if trigger is not None:
-            limit = trigger if isinstance(trigger, int) else int(trigger * budget)
+        limit = trigger_tokens(config.trigger, budget)
         if dropped <= ctx.first_turn and (limit is None or cost(ctx.first_turn) < limit):
             return None  # no turn would be lost and no trigger is reached: nothing to fold
         if state.barren:

@@ -81,6 +81,28 @@ def positive_int(text: str) -> int:
     return value
 
 
+def trigger_value(text: str) -> int | float:
+    """argparse type: a token count (an integer >= 1) or a fraction in (0, 1]."""
+    value: int | float
+    try:
+        value = int(text)
+    except ValueError:
+        value = _fraction(text)
+        if not 0.0 < value <= 1.0:
+            raise argparse.ArgumentTypeError(f"a fraction must lie in (0, 1]: {text}") from None
+        return value
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"a token count must be >= 1: {text}")
+    return value
+
+
+def _fraction(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a token count or a fraction: {text!r}") from None
+
+
 def non_negative_int(text: str) -> int:
     """argparse type: an integer >= 0."""
     try:
@@ -128,7 +150,7 @@ def add_edit_options(parser: argparse.ArgumentParser, *, spill: bool = False) ->
         "edits",
         "edit tool results before dropping whole turns (default: windowguard's default "
         "edits, wg.DEFAULT_EDITS: clamp results over a quarter of the input budget, clear "
-        "all but the newest turn's results when turns would be lost)",
+        "all but the newest turn's results once the request passes 55%% of it)",
     )
     group.add_argument(
         "--no-edits",
@@ -166,6 +188,13 @@ def add_edit_options(parser: argparse.ArgumentParser, *, spill: bool = False) ->
         help="clear only when that frees at least TOKENS (default 1000: each clear "
         "rewrites the cached prompt prefix after it)",
     )
+    group.add_argument(
+        "--clear-trigger",
+        type=trigger_value,
+        metavar="TOKENS|FRACTION",
+        help="also clear once the request passes TOKENS (an integer) or FRACTION of the "
+        "input budget (0.6), not only when turns would be lost",
+    )
 
 
 def edits_of(args: argparse.Namespace) -> tuple[EditStage, ...] | None:
@@ -181,6 +210,7 @@ def edits_of(args: argparse.Namespace) -> tuple[EditStage, ...] | None:
             clamp_tool_results=getattr(args, "clamp_tool_results", None),
             clear_tool_results=getattr(args, "clear_tool_results", None),
             clear_at_least=getattr(args, "clear_at_least", None),
+            clear_trigger=getattr(args, "clear_trigger", None),
             no_edits=bool(getattr(args, "no_edits", False)),
         )
     except ConfigurationError as exc:

@@ -204,6 +204,7 @@ def run(args: argparse.Namespace) -> int:
         spill_dir=args.spill_dir,
         clear_tool_results=args.clear_tool_results,
         clear_at_least=args.clear_at_least,
+        clear_trigger=args.clear_trigger,
         no_edits=args.no_edits,
     )
     return serve(config)

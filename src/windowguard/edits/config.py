@@ -163,6 +163,11 @@ class ClearToolResults:
             request down to (None: the manager's ``low_water``). Cleared results can be
             fetched again, dropped turns cannot, so clearing deeper than dropping keeps
             more of what the agent cannot get back.
+        trigger: when a block is cleared. None: only when the request would otherwise
+            lose turns; an int: also once the request passes that many tokens; a float
+            in (0, 1]: that fraction of the input budget (as Anthropic's
+            ``clear_tool_uses_20250919`` ``trigger``). A trigger at or below the
+            low-water mark never clears more than the mark allows.
     """
 
     keep: int = 3
@@ -171,6 +176,7 @@ class ClearToolResults:
     clear_at_least: int = 1_000
     placeholder: str | None = None
     low_water: float | None = None
+    trigger: int | float | None = None
 
     def __post_init__(self) -> None:
         _count("ClearToolResults(keep=...)", self.keep, 1)
@@ -194,6 +200,7 @@ class ClearToolResults:
                 check_placeholder(self.placeholder)
             except ConfigurationError as exc:
                 raise ConfigurationError(f"ClearToolResults(placeholder=...): {exc}") from exc
+        _trigger("ClearToolResults", self.trigger)
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,19 +235,7 @@ class Summarize:
                 f"str, got {self.summarizer!r}"
             )
         _count("Summarize(keep_turns=...)", self.keep_turns, 1)
-        trigger = self.trigger
-        if trigger is not None:
-            if isinstance(trigger, bool) or not isinstance(trigger, (int, float)):
-                raise ConfigurationError(
-                    f"Summarize(trigger=...) must be None, a token count or a fraction, got "
-                    f"{trigger!r}"
-                )
-            if isinstance(trigger, int) and trigger < 1:
-                raise ConfigurationError(f"Summarize(trigger=...) must be >= 1, got {trigger}")
-            if isinstance(trigger, float) and not 0.0 < trigger <= 1.0:
-                raise ConfigurationError(
-                    f"Summarize(trigger=...) as a fraction must be in (0, 1], got {trigger}"
-                )
+        _trigger("Summarize", self.trigger)
         if not isinstance(self.instructions, str) or not self.instructions.strip():
             raise ConfigurationError(
                 f"Summarize(instructions=...) must be non-empty text, got {self.instructions!r}"
@@ -256,20 +251,45 @@ class Summarize:
         )
 
 
+def _trigger(stage: str, trigger: object) -> None:
+    """Refuse a ``trigger`` that is neither None, a token count >= 1 nor a fraction in
+    (0, 1]."""
+    if trigger is None:
+        return
+    if isinstance(trigger, bool) or not isinstance(trigger, (int, float)):
+        raise ConfigurationError(
+            f"{stage}(trigger=...) must be None, a token count or a fraction, got {trigger!r}"
+        )
+    if isinstance(trigger, int) and trigger < 1:
+        raise ConfigurationError(f"{stage}(trigger=...) must be >= 1, got {trigger}")
+    if isinstance(trigger, float) and not 0.0 < trigger <= 1.0:
+        raise ConfigurationError(
+            f"{stage}(trigger=...) as a fraction must be in (0, 1], got {trigger}"
+        )
+
+
+def trigger_tokens(trigger: int | float | None, budget: int) -> int | None:
+    """A stage's ``trigger`` in tokens of a request with input ``budget`` (None: none)."""
+    if trigger is None:
+        return None
+    return trigger if isinstance(trigger, int) else int(trigger * budget)
+
+
 EditStage = ClampToolResults | ClearToolResults | Summarize
 """One edit stage's configuration."""
 
 
 DEFAULT_EDITS: tuple[EditStage, ...] = (
     ClampToolResults(max_tokens=0.25),
-    ClearToolResults(keep=1, clear_inputs=True, low_water=0.3),
+    ClearToolResults(keep=1, clear_inputs=True, low_water=0.3, trigger=0.55),
 )
 """The edits a manager runs when none are named (decision 0006, chosen on the replay
 benchmark ``bench/bench_retention.py``): any tool result over a quarter of the input
-budget is cut to head and tail; when the request would lose turns, every result but the
-newest turn's is cleared (with its call's arguments, where the provider allows it), in one
-block down to 30 % of the budget; only then are whole turns dropped. ``edits=()`` drops
-only, exactly as before."""
+budget is cut to head and tail; once the request passes 55 % of the budget (or would lose
+turns), every result but the newest turn's is cleared (with its call's arguments, where
+the provider allows it), in one block down to 30 % of the budget; whole turns are dropped
+only when the request would not fit otherwise. ``edits=()`` drops only, exactly as
+before."""
 
 
 def check_edits(edits: Sequence[object] | None) -> tuple[EditStage, ...]:

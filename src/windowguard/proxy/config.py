@@ -91,6 +91,9 @@ class ProxyConfig:
             no clearing.
         clear_at_least: the fewest tokens one clearing must free (None: the stage's
             default, 1,000).
+        clear_trigger: also clear once the request passes this many tokens (an int) or
+            this fraction of the input budget (a float; ``--clear-trigger``); None: only
+            when turns would be lost.
     """
 
     upstream: str
@@ -115,6 +118,7 @@ class ProxyConfig:
     spill_dir: str | None = None
     clear_tool_results: int | None = None
     clear_at_least: int | None = None
+    clear_trigger: int | float | None = None
     no_edits: bool = False
 
     def __post_init__(self) -> None:
@@ -163,6 +167,7 @@ class ProxyConfig:
             spill_dir=self.spill_dir,
             clear_tool_results=self.clear_tool_results,
             clear_at_least=self.clear_at_least,
+            clear_trigger=self.clear_trigger,
             no_edits=self.no_edits,
         )
 

@@ -1,0 +1,141 @@
+"""ClearToolResults(trigger=...): clear a block of old results once the request passes the
+trigger, though it still fits (as Anthropic's ``clear_tool_uses_20250919`` ``trigger``),
+down to the low-water mark and in blocks; without a trigger, only when turns would be
+lost."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import windowguard as wg
+from windowguard.exceptions import ConfigurationError
+
+HEAD = [{"role": "system", "content": "sys"}, {"role": "user", "content": "task"}]
+WINDOW = 16_384
+MAX_TOKENS = 1_024
+
+
+def _turn(i: int, lines: int = 25) -> list[dict[str, Any]]:
+    rng = random.Random(i)
+    body = "\n".join(f"{n:05d} value_{rng.randrange(10**6)} = compute({n})" for n in range(lines))
+    call = {
+        "id": f"call_{i}",
+        "type": "function",
+        "function": {"name": "read_file", "arguments": json.dumps({"path": f"src/m{i}.py"})},
+    }
+    return [
+        {"role": "assistant", "content": f"Step {i}", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": f"call_{i}", "content": body},
+    ]
+
+
+def _manager(clear: wg.ClearToolResults) -> wg.ContextWindowManager:
+    return wg.ContextWindowManager(
+        model_info=wg.ModelInfo(context_window=WINDOW, max_output_tokens=MAX_TOKENS),
+        counter="heuristic",
+        edits=[clear],
+    )
+
+
+def _run(mgr: wg.ContextWindowManager, sends: int, lines: int = 25) -> list[wg.Fit]:
+    messages = list(HEAD)
+    fits = []
+    usage: object = None
+    for i in range(sends):
+        messages += _turn(i, lines)
+        fit = mgr.fit(messages, max_tokens=MAX_TOKENS, last_usage=usage)
+        usage = wg.NO_USAGE
+        fits.append(fit)
+    return fits
+
+
+def test_without_a_trigger_nothing_is_cleared_while_the_request_fits() -> None:
+    fits = _run(_manager(wg.ClearToolResults(keep=1, low_water=0.3)), 12)
+    assert fits[-1].estimated_tokens > 0.5 * fits[-1].budget  # well past where 0.5 would clear
+    assert all(not fit.edits for fit in fits)
+
+
+@pytest.mark.parametrize("trigger", [0.5, 7_000])
+def test_a_trigger_clears_a_block_down_to_the_low_water_mark_once_passed(
+    trigger: float,
+) -> None:
+    # 36 sends: before the cleared turns alone (~100 tokens each) reach the mark
+    fits = _run(_manager(wg.ClearToolResults(keep=1, low_water=0.3, trigger=trigger)), 36)
+    budget = fits[0].budget
+    limit = trigger if isinstance(trigger, int) else int(trigger * budget)
+    clearing = [i for i, fit in enumerate(fits) if any(e.kind == "clear" for e in fit.edits)]
+    assert clearing, "the trigger never cleared"
+    for i, fit in enumerate(fits):
+        assert fit.dropped_turns == 0  # clearing alone holds these sends
+        if i in clearing:
+            if i in clearing[:3]:
+                # a block down to the mark (later, the cleared turns' placeholders alone
+                # come near it: ~150 tokens each by the heuristic)
+                assert fit.estimated_tokens <= int(0.3 * budget) + 1_000
+            # the send before was within one turn (~750 tokens) of the trigger
+            assert i > 0 and fits[i - 1].estimated_tokens > limit - 1_000
+        elif i < clearing[2]:
+            assert fit.estimated_tokens <= limit  # never kept past the trigger uncleared
+    # in blocks: a clear lasts several sends, each extending the previous request
+    assert len(clearing) <= len(fits) // 3
+
+
+def test_once_placeholders_fill_the_trigger_it_stops_rewriting_every_send() -> None:
+    # After ~40 cleared turns their placeholders alone pass the mark: a triggered clear
+    # that cannot bring the request halfway down to the mark does not happen (it would
+    # clear each result as it ages, rewriting the prompt on every send); the request
+    # grows to the budget, and the drop (down to the manager's low-water) resets it.
+    fits = _run(_manager(wg.ClearToolResults(keep=1, low_water=0.3, trigger=0.5)), 150)
+    clearing = [i for i, fit in enumerate(fits) if fit.edits]
+    assert len(clearing) <= len(fits) // 3
+    assert any(fit.dropped_turns for fit in fits)  # the drop took over at the budget
+    assert all(fit.estimated_tokens <= fit.budget for fit in fits)
+
+
+def test_a_trigger_below_the_low_water_mark_clears_nothing_more_than_the_mark() -> None:
+    # the mark is the fraction of the budget a block brings the request down to: a
+    # trigger under it has nothing to clear before the request reaches the mark
+    low = _run(_manager(wg.ClearToolResults(keep=1, low_water=0.6, trigger=0.2)), 40)
+    for fit in low:
+        if fit.edits:
+            assert fit.estimated_tokens >= int(0.6 * fit.budget) - 1_500
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    trigger=st.floats(min_value=0.35, max_value=1.0),
+    lines=st.integers(min_value=5, max_value=60),
+)
+def test_a_cleared_result_stays_cleared_and_no_call_is_orphaned(trigger: float, lines: int) -> None:
+    mgr = _manager(wg.ClearToolResults(keep=1, low_water=0.3, trigger=trigger))
+    fits = _run(mgr, 30, lines)
+    cleared: set[str] = set()
+    for fit in fits:
+        sent = {
+            m["tool_call_id"]: m["content"]
+            for m in fit.messages
+            if isinstance(m, dict) and m.get("role") == "tool"
+        }
+        calls = {
+            c["id"]
+            for m in fit.messages
+            if isinstance(m, dict) and m.get("role") == "assistant"
+            for c in m.get("tool_calls") or ()
+        }
+        assert set(sent) == calls  # every call answered, every result called
+        for call_id in cleared & set(sent):
+            assert "cleared" in sent[call_id].lower() or len(sent[call_id]) < 400
+        cleared |= {k for k, v in sent.items() if len(v) < 400 and "value_" not in v}
+        assert fit.estimated_tokens <= fit.budget
+
+
+@pytest.mark.parametrize("bad", [0, -5, 1.5, 0.0, True, "half"])
+def test_a_bad_trigger_is_refused_naming_it(bad: object) -> None:
+    with pytest.raises(ConfigurationError, match=r"ClearToolResults\(trigger=\.\.\.\)"):
+        wg.ClearToolResults(trigger=bad)  # type: ignore[arg-type]
