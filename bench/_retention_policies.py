@@ -172,13 +172,24 @@ def clamp(b: int, *, share: int = 4) -> Any:
 
 
 def clear(
-    keep: int, *, inputs: bool = False, placeholder: str | None = None, mark: float | None = None
+    keep: int,
+    *,
+    inputs: bool = False,
+    placeholder: str | None = None,
+    mark: float | None = None,
+    trigger: float | None = None,
 ) -> Any:
     import windowguard as wg
 
     return wg.ClearToolResults(
-        keep=keep, clear_inputs=inputs, placeholder=placeholder, low_water=mark
+        keep=keep, clear_inputs=inputs, placeholder=placeholder, low_water=mark, trigger=trigger
     )
+
+
+def wg_default_clamp() -> Any:
+    import windowguard as wg
+
+    return wg.ClampToolResults(max_tokens=0.25)
 
 
 def summarize(summarizer: ScriptedSummarizer) -> Any:
@@ -228,6 +239,33 @@ def windowguard_policies() -> list[Policy]:
                 f"low_water={mark}",
                 low_water=mark,
                 edits=lambda b, s, m=clear_mark: [clamp(b), clear(1, inputs=True, mark=m)],
+            )
+        )
+    rows.append(
+        windowguard_policy(
+            "windowguard the default without its trigger (clear only when turns would be lost)",
+            edits=lambda b, s: [
+                wg_default_clamp(),
+                clear(1, inputs=True, mark=0.3),
+            ],
+        )
+    )
+    for trigger, clear_mark, mark in (
+        (0.5, 0.3, 0.7),
+        (0.55, 0.3, 0.7),
+        (0.65, 0.3, 0.7),
+        (0.7, 0.3, 0.7),
+        (0.6, 0.3, 0.5),
+    ):
+        rows.append(
+            windowguard_policy(
+                f"windowguard clamp + clear(keep=1, inputs too, low_water={clear_mark}, "
+                f"trigger={trigger}) + drop, low_water={mark}",
+                low_water=mark,
+                edits=lambda b, s, m=clear_mark, t=trigger: [
+                    clamp(b),
+                    clear(1, inputs=True, mark=m, trigger=t),
+                ],
             )
         )
     for mark in (0.5, 0.6):

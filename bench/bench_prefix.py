@@ -93,6 +93,10 @@ def heavy(path: str) -> str:
 POLICIES: dict[str, Callable[[], Any]] = {
     "drop only (edits=())": lambda: (),
     "default (wg.DEFAULT_EDITS)": lambda: None,
+    "the default without its trigger (clear only when turns would be lost)": lambda: [
+        wg.ClampToolResults(max_tokens=0.25),
+        wg.ClearToolResults(keep=1, clear_inputs=True, low_water=0.3),
+    ],
     "clamp + clear(keep=3)": lambda: [
         wg.ClampToolResults(max_tokens=0.25),
         wg.ClearToolResults(keep=3),
