@@ -126,6 +126,13 @@ class EditState:
     (a resumed run's journal), so the same turns are never summarized twice."""
     barren: bool = False
     """The last summary freed no room: the next send drops instead of asking again."""
+    clear_reach: int = 0
+    """What the last clear block that gave up could have freed (every candidate looked at)."""
+    futile_clear: tuple[int | None, int, int] | None = None
+    """A clear for the trigger alone that gave up: the cut it was made under, the
+    request's size then, and the most it could reach since (what it could free plus the
+    turns ``keep`` protected then). While the cut holds and the request has not grown by
+    what is missing, trying again would scan every result for nothing."""
 
     def note(self, original: object, record: EditRecord) -> None:
         self.records[id(original)] = (original, record)
@@ -414,6 +421,7 @@ def clear_block(
         if freed >= max(need, least):
             break
     if freed < least or not texts:
+        state.clear_reach = freed
         return []
     for index, parts in texts.items():
         key = id(seen[index])

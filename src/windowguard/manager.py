@@ -831,6 +831,12 @@ class ContextWindowManager:
         anchor = ctx.run.anchor
         return anchor is None or ctx.kept_from(dropped) > anchor
 
+    @staticmethod
+    def _kept_whole(ctx: FitContext, keep: int) -> int:
+        """Where the newest ``keep`` turns begin (their results are never cleared)."""
+        starts = ctx.seg.turn_starts
+        return starts[len(starts) - keep] if len(starts) > keep else ctx.seg.head_stop
+
     def _clear_triggered(self, ctx: FitContext, dropped: int | None) -> bool:
         """Whether the clear stage's ``trigger`` is passed by what this send keeps."""
         clear = self._stages.clear
@@ -876,8 +882,13 @@ class ContextWindowManager:
                 limit = trigger_tokens(stages.clear.trigger, budget) or budget
                 halfway = max(target, (limit + target) // 2)
                 at_least = max(at_least, size - halfway)
+                futile = state.futile_clear
+                if futile is not None and futile[0] == anchor:
+                    _, then, reach = futile
+                    if reach + (size - then) < at_least:
+                        need = 0  # nothing new could reach it: not worth a scan
             if need > 0:
-                made += clear_block(
+                cleared = clear_block(
                     ctx,
                     stages.clear,
                     least,
@@ -887,6 +898,13 @@ class ContextWindowManager:
                     self.estimator,
                     at_least=at_least,
                 )
+                made += cleared
+                state.futile_clear = None
+                if not cleared and not forced:
+                    protected = ctx.count(self._kept_whole(ctx, stages.clear.keep), self._factors)
+                    head = ctx.count(ctx.end, self._factors)
+                    reach = state.clear_reach + protected.best - head.best
+                    state.futile_clear = (anchor, size, reach)
         if stages.clamp is not None:
             factors = self._factors
             minimal = ctx.count(ctx.newest, factors) if ctx.seg.turn_starts else None
