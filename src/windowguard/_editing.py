@@ -371,6 +371,7 @@ def clear_block(
         The clears made.
     """
     least = config.clear_at_least if at_least is None else at_least
+    state.clear_reach = 0  # what this block could free, if it gives up
     starts = ctx.seg.turn_starts
     if len(starts) <= config.keep:
         return []

@@ -511,7 +511,9 @@ class RememberingCounter:
 
 
 REMEMBERED_MIN_CHARS: Final = 256
-REMEMBERED_MAX_CHARS: Final = 4 * 1024 * 1024  # about five 200k-token windows of text
+# About two 200k-token windows of text: a proxy keeps one manager per conversation, and
+# what is remembered may be a template's copy of a text, not the caller's own string.
+REMEMBERED_MAX_CHARS: Final = 2 * 1024 * 1024
 
 
 class LocalTokenizerError(ConfigurationError):
