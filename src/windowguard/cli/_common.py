@@ -193,7 +193,7 @@ def add_edit_options(parser: argparse.ArgumentParser, *, spill: bool = False) ->
         type=trigger_value,
         metavar="TOKENS|FRACTION",
         help="also clear once the request passes TOKENS (an integer) or FRACTION of the "
-        "input budget (0.6), not only when turns would be lost",
+        "input budget (0.55, as the default edits), not only when turns would be lost",
     )
 
 
