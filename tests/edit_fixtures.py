@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import random
 from typing import Any
 
 from anthropic.types import Message, TextBlock, ThinkingBlock, ToolUseBlock, Usage
@@ -143,3 +145,19 @@ def responses_transcript(*, reasoning: bool) -> list[Any]:
         },
     ]
     return items
+
+
+def read_file_turn(i: int, lines: int = 25) -> list[dict[str, Any]]:
+    """One chat turn: an assistant step calling ``read_file`` and its result, ``lines``
+    seeded lines of ~28 characters (about 30 tokens a line by the heuristic)."""
+    rng = random.Random(i)
+    body = "\n".join(f"{n:05d} value_{rng.randrange(10**6)} = compute({n})" for n in range(lines))
+    call = {
+        "id": f"call_{i}",
+        "type": "function",
+        "function": {"name": "read_file", "arguments": json.dumps({"path": f"src/m{i}.py"})},
+    }
+    return [
+        {"role": "assistant", "content": f"Step {i}", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": f"call_{i}", "content": body},
+    ]

@@ -5,29 +5,12 @@ little, which dropped whole turns where clearing would have kept them."""
 
 from __future__ import annotations
 
-import json
-import random
-from typing import Any
-
 import pytest
 
 import windowguard as wg
+from tests.edit_fixtures import read_file_turn as _turn
 
 HEAD = [{"role": "system", "content": "sys"}, {"role": "user", "content": "task"}]
-
-
-def _turn(i: int) -> list[dict[str, Any]]:
-    rng = random.Random(i)
-    body = "\n".join(f"{n:05d} value_{rng.randrange(10**6)} = compute({n})" for n in range(25))
-    call = {
-        "id": f"call_{i}",
-        "type": "function",
-        "function": {"name": "read_file", "arguments": json.dumps({"path": f"src/m{i}.py"})},
-    }
-    return [
-        {"role": "assistant", "content": f"Step {i}", "tool_calls": [call]},
-        {"role": "tool", "tool_call_id": f"call_{i}", "content": body},
-    ]
 
 
 @pytest.mark.parametrize("pruning", ["minimal", "low_water"])

@@ -5,8 +5,6 @@ lost."""
 
 from __future__ import annotations
 
-import json
-import random
 from typing import Any
 
 import pytest
@@ -14,25 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import windowguard as wg
+from tests.edit_fixtures import read_file_turn as _turn
 from windowguard.exceptions import ConfigurationError
 
 HEAD = [{"role": "system", "content": "sys"}, {"role": "user", "content": "task"}]
 WINDOW = 16_384
 MAX_TOKENS = 1_024
-
-
-def _turn(i: int, lines: int = 25) -> list[dict[str, Any]]:
-    rng = random.Random(i)
-    body = "\n".join(f"{n:05d} value_{rng.randrange(10**6)} = compute({n})" for n in range(lines))
-    call = {
-        "id": f"call_{i}",
-        "type": "function",
-        "function": {"name": "read_file", "arguments": json.dumps({"path": f"src/m{i}.py"})},
-    }
-    return [
-        {"role": "assistant", "content": f"Step {i}", "tool_calls": [call]},
-        {"role": "tool", "tool_call_id": f"call_{i}", "content": body},
-    ]
 
 
 def _manager(clear: wg.ClearToolResults) -> wg.ContextWindowManager:
