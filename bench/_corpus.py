@@ -224,14 +224,14 @@ def pool_size() -> int:
 @functools.cache
 def o200k_counter() -> Any:
     """windowguard's exact o200k_base counter, from the offline vocabulary file."""
-    from windowguard.counters import TiktokenCounter
+    from windowguard.accounting.counters import TiktokenCounter
 
     return TiktokenCounter.from_file(O200K_FILE, "o200k_base")
 
 
 def exact_tokens(messages: Sequence[Message], tools: Sequence[Message] | None) -> int:
     """Exact o200k prompt tokens of a request (messages + tools, OpenAI's accounting)."""
-    from windowguard.templates import count_prompt
+    from windowguard.accounting.templates import count_prompt
 
     return count_prompt(o200k_counter(), list(messages), list(tools or ()), template="openai")
 

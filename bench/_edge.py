@@ -11,7 +11,7 @@ before (a provider's usage) and appends one or two turns, so dense content arriv
 measured turns.
 
 **Truth** is the exact prompt of what ``fit`` returned, as the family's server counts
-it: :func:`windowguard.templates.count_prompt` with the family's exact tokenizer
+it: :func:`windowguard.accounting.templates.count_prompt` with the family's exact tokenizer
 (:func:`windowguard.accounting.local.local_tokenizer`) over the request in OpenAI Chat
 form; an Anthropic or Responses request is first converted the way the emulator's own
 parsers convert it (tool results become tool messages), as a chat server renders it.
@@ -46,11 +46,11 @@ import _content
 import _corpus
 import windowguard as wg
 from windowguard.accounting.local import TEMPLATE_OF, local_tokenizer
+from windowguard.accounting.templates import count_prompt
+from windowguard.core.provider_errors import WireError
 from windowguard.emulator.flavors import anthropic as anthropic_flavor
 from windowguard.emulator.flavors import responses as responses_flavor
-from windowguard.provider_errors import WireError
-from windowguard.retry import REACTIVE_SAFETY_TOKENS
-from windowguard.templates import count_prompt
+from windowguard.run.retry import REACTIVE_SAFETY_TOKENS
 
 FAMILIES = ("o200k", "cl100k", "llama3", "qwen", "mistral")
 FORMATS = ("chat", "responses", "anthropic")
@@ -73,7 +73,7 @@ TRUTH = (
     "for Qwen, Mistral and Llama 3 the vendors' own software (the real Qwen3 jinja template "
     "through transformers, mistral-common's request encoder, Meta's ChatFormat: "
     "tests/reference_templates.py), for o200k/cl100k OpenAI's documented accounting "
-    "(windowguard.templates.count_prompt), each with the family's exact tokenizer"
+    "(windowguard.accounting.templates.count_prompt), each with the family's exact tokenizer"
 )
 
 Message = dict[str, Any]

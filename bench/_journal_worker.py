@@ -22,8 +22,8 @@ import time
 from typing import Any
 
 import windowguard as wg
-from windowguard.providers.base import ModelRequest
-from windowguard.providers.fake import FakeCalls, FakeProvider, ScriptItem
+from windowguard.run.providers.base import ModelRequest
+from windowguard.run.providers.fake import FakeCalls, FakeProvider, ScriptItem
 
 
 def main(argv: list[str]) -> None:

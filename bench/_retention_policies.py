@@ -48,7 +48,7 @@ from typing import Any, cast
 
 from _retention_replay import ExactCounter, Refused, Request, budget, summary_text
 from _retention_tasks import Message
-from windowguard.prune import PruningPolicy
+from windowguard.core.prune import PruningPolicy
 
 SUMMARY_FACTS = 3  # new facts one summary keeps (see summary_text)
 

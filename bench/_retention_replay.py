@@ -21,7 +21,7 @@ no overflow) and no fact was lost at any step that needed it.
 
 Every request that goes out is counted exactly (o200k_base, OpenAI's per-message
 accounting, tool schemas included: :class:`ExactCounter`, equal to
-``windowguard.templates.count_prompt``) and checked: a prompt plus ``max_tokens`` over
+``windowguard.accounting.templates.count_prompt``) and checked: a prompt plus ``max_tokens`` over
 the window is an overflow (the provider's 400: the run ends there, and the request is
 not billed); orphaned results and unanswered calls by ``_corpus.pairing_problems``'s
 rule; whether the user's task (the head's first user message) is there. Its cost under
@@ -100,12 +100,12 @@ def message_text(message: Message) -> str:
 class ExactCounter:
     """Exact o200k tokens of requests, cached per message content.
 
-    OpenAI's accounting is additive (windowguard.templates: per-message tokens, the tool
+    OpenAI's accounting is additive (windowguard.accounting.templates: per-message tokens, the tool
     block, 3 tokens of reply priming), so a request is the sum of cached parts.
     """
 
     def __init__(self, counter: Any, tools: Sequence[Message]) -> None:
-        from windowguard.templates import count_prompt_parts
+        from windowguard.accounting.templates import count_prompt_parts
 
         self._counter = counter
         self._parts = count_prompt_parts

@@ -42,11 +42,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import windowguard as wg
 from _coding_tools import SOURCE_COMMIT, coding_tools, wire_tools
 from _corpus import O200K_FILE, environment, split_head
-from windowguard.counters import TiktokenCounter
+from windowguard.accounting.counters import TiktokenCounter
+from windowguard.accounting.templates import count_prompt
+from windowguard.core.events import ContextEstimate, Event, ProviderErrorEvent, TranscriptPruned
 from windowguard.emulator import CodingAgent, Emulator, EmulatorRequest, Reply, ToolCall
 from windowguard.emulator.scenarios import arguments_from_schema
-from windowguard.events import ContextEstimate, Event, ProviderErrorEvent, TranscriptPruned
-from windowguard.templates import count_prompt
 
 MODEL = "acme-coder-7b"  # no catalog knows it: the window and tokenizer must come from elsewhere
 TEMPLATE = "openai"

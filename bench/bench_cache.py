@@ -13,7 +13,7 @@ deterministic and needs no server:
 * every iteration calls ``mgr.fit(transcript, tools=tools, max_tokens=4096,
   last_usage=...)`` with the FULL transcript, as ``ToolLoop`` does, and feeds back the
   exact prompt tokens of the request it sent as the next ``last_usage`` (o200k_base via
-  ``windowguard.templates.count_prompt``'s OpenAI accounting).
+  ``windowguard.accounting.templates.count_prompt``'s OpenAI accounting).
 
 What is measured per policy, over all sends:
 
@@ -52,8 +52,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _corpus
 import windowguard as wg
-from windowguard.prune import PruningPolicy
-from windowguard.templates import count_prompt, count_prompt_parts
+from windowguard.accounting.templates import count_prompt, count_prompt_parts
+from windowguard.core.prune import PruningPolicy
 
 Message = dict[str, Any]
 

@@ -47,7 +47,7 @@ import httpx
 import openai
 
 import windowguard as wg
-from windowguard.events import Event, RemoteCounted
+from windowguard.core.events import Event, RemoteCounted
 
 MODEL = "emulated-model"
 MAX_TOKENS = 256

@@ -49,9 +49,9 @@ import _corpus
 import windowguard as wg
 from _corpus import environment
 from windowguard.accounting.local import TEMPLATE_OF, local_tokenizer
+from windowguard.accounting.templates import count_prompt
+from windowguard.core.events import ContextEstimate, Event
 from windowguard.emulator import Emulator, EmulatorRequest, Reply, ToolCall, UsagePlan
-from windowguard.events import ContextEstimate, Event
-from windowguard.templates import count_prompt
 
 FAMILIES = ("o200k", "cl100k", "llama3", "qwen", "mistral")
 WINDOWS = ((16_384, 1_024), (32_768, 1_024))  # (context window, max_tokens)

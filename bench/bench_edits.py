@@ -20,10 +20,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from windowguard.adapters import shape_messages
-from windowguard.counters import load_counter
-from windowguard.edits import clamp_text, tool_results
-from windowguard.turns import segment
+from windowguard.accounting.counters import load_counter
+from windowguard.core.adapters import shape_messages
+from windowguard.core.edits import clamp_text, tool_results
+from windowguard.core.turns import segment
 
 
 def by_bytes(text: str) -> int:

@@ -3,7 +3,7 @@
 For each family with an exact offline tokenizer, every unique corpus item is
 estimated by ``Estimator(family)`` and counted exactly as the family's chat
 template presents it; whole requests (each prefix ending before an assistant
-message, plus the run's tools) are counted with ``windowguard.templates``. Generated
+message, plus the run's tools) are counted with ``windowguard.accounting.templates``. Generated
 texts of every content class the estimator must never under-count (JSON, CSV, YAML,
 ``key: value`` lines, paths, tables, logs, numbers, runs of one character, emoji, CJK,
 mixed alphabets, pasted configs; tool schemas) are drawn with a seed the fit never saw
@@ -65,9 +65,9 @@ from fit_priors import (  # noqa: E402
     tool_block_sets,
     tool_presented_count,
 )
-from windowguard.adapters import shape_messages  # noqa: E402
-from windowguard.estimate import UNKNOWN_FAMILY, Estimator  # noqa: E402
-from windowguard.templates import count_prompt  # noqa: E402
+from windowguard.accounting.estimate import UNKNOWN_FAMILY, Estimator  # noqa: E402
+from windowguard.accounting.templates import count_prompt  # noqa: E402
+from windowguard.core.adapters import shape_messages  # noqa: E402
 
 CORPUS_KINDS = (
     "system",

@@ -242,7 +242,7 @@ class _MemoCounter:
 
 def usage_table(sizes: list[int], repetitions: int) -> list[str]:
     """Warm fits with an int usage report in fixed windows (see the module docstring)."""
-    from windowguard.templates import count_prompt
+    from windowguard.accounting.templates import count_prompt
 
     print("\n### Warm fit() with an integer usage report, fixed windows (issue 18)\n")
     print(

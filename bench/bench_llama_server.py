@@ -50,10 +50,10 @@ import windowguard as wg
 from _coding_tools import coding_tools
 from bench_accounting import SYSTEM, TASK
 from windowguard.accounting.remote import CountQuery, LlamaCppPythonCounter
-from windowguard.adapters import shape_messages
+from windowguard.core.adapters import shape_messages
+from windowguard.core.events import ProviderErrorEvent
 from windowguard.emulator.scenarios import arguments_from_schema
-from windowguard.events import ProviderErrorEvent
-from windowguard.providers.base import ModelRequest, ModelResponse, ToolCall
+from windowguard.run.providers.base import ModelRequest, ModelResponse, ToolCall
 
 SERVER = Path(__file__).resolve().parents[2] / "shared" / "llama_server"
 STATE = Path(os.environ.get("STATE_DIR", Path.home() / ".cache" / "windowguard-llama"))

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import windowguard as wg
 from _corpus import _head, _turn_pool, environment
-from windowguard.providers.fake import FakeCalls, FakeProvider
+from windowguard.run.providers.fake import FakeCalls, FakeProvider
 
 
 def _results() -> list[str]:

@@ -5,7 +5,7 @@ assistant step ("Step n: reading src/module_x/file_n.py next.") and one ``read_f
 call per send, each result appended whole; every send is fitted by a
 ``ContextWindowManager(model_info=ModelInfo(window, tokenizer="o200k"), edits=...)`` with
 ``max_tokens=1024`` and the exact prompt tokens of the previous send as ``last_usage``
-(o200k, OpenAI's accounting: ``windowguard.templates.count_prompt``). Two workloads:
+(o200k, OpenAI's accounting: ``windowguard.accounting.templates.count_prompt``). Two workloads:
 
 * **corpus**: each read returns the next real observation of the OpenHands and SWE-agent
   runs in ``../shared/corpus`` (155 outputs, mean 430 tokens, median 80, largest 7,079);
@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import windowguard as wg
 from _corpus import CORPUS_DIR
 from windowguard.accounting.local import local_tokenizer
-from windowguard.templates import count_prompt
+from windowguard.accounting.templates import count_prompt
 
 Message = dict[str, Any]
 MAX_TOKENS = 1_024

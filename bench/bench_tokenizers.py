@@ -43,9 +43,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import _corpus
 import exact_tokenizers as ex
+from windowguard.accounting.counters import QuickTokCounter, TokenCounter
 from windowguard.accounting.local import LOCAL_BACKENDS, TemplateAccounting
-from windowguard.adapters import shape_messages
-from windowguard.counters import QuickTokCounter, TokenCounter
+from windowguard.core.adapters import shape_messages
 
 WINDOW = 200_000
 REFERENCE = {

@@ -18,7 +18,7 @@ LangChain is given the OpenAI dicts converted with ``convert_to_messages`` and i
 output converted back with ``convert_to_openai_messages`` (both inside its time); each
 converted message carries its original index as ``id`` so the caller's own dicts are
 what gets checked and counted. Its token counter is exact: o200k_base with OpenAI's
-published per-message accounting (windowguard.templates), tool calls included.
+published per-message accounting (windowguard.accounting.templates), tool calls included.
 Neither LangChain nor LiteLLM is told about the tool schemas; windowguard counts them
 against the budget. Every output is judged by the same checks:
 
@@ -28,7 +28,7 @@ against the budget. Every output is judged by the same checks:
 * task kept: the first user message is present, unchanged; system kept: likewise for
   the leading system message;
 * exact tokens: o200k_base tokens of the output messages plus the tool schemas
-  (``windowguard.templates.count_prompt``, ``template="openai"``), against the budget;
+  (``windowguard.accounting.templates.count_prompt``, ``template="openai"``), against the budget;
 * time: wall-clock of the whole trimming call (median of 3 runs, 2 at 5,000 turns,
   garbage collected before each run of a large transcript; one run per real request).
 
@@ -60,8 +60,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _corpus
 import windowguard as wg
 from _corpus import Message, Transcript
-from windowguard.prune import PruningPolicy
-from windowguard.templates import count_prompt_parts
+from windowguard.accounting.templates import count_prompt_parts
+from windowguard.core.prune import PruningPolicy
 
 BUDGETS = (8_000, 16_000, 32_000)
 SIZES = (10, 100, 1_000, 5_000)

@@ -7,7 +7,7 @@ before an assistant message, with the run's tools) and thousands of *generated* 
 of structured content classes are counted exactly -- texts *as the family's chat
 template presents them* (JSON-escaped tool results for Llama 3 and Mistral,
 re-serialised arguments, TypeScript or JSON schemas), requests through
-``windowguard.templates``. One linear program per family then chooses the feature
+``windowguard.accounting.templates``. One linear program per family then chooses the feature
 weights of the three content classes *and* the per-message / per-call / per-tool /
 tools-block / per-request overheads together, minimising the mean estimate/exact
 over all requests subject to:
@@ -71,17 +71,17 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import content_classes as cc  # noqa: E402
 import exact_tokenizers as ex  # noqa: E402
-from windowguard._estimate_features import (  # noqa: E402
+from windowguard.accounting._estimate_features import (  # noqa: E402
     FEATURES,
     LETTER_RATE_FLOOR,
     STRICT_STARTS,
     TOKEN_STARTS,
     text_features,
 )
-from windowguard._estimate_priors import PRIORS_FILE, priors_from_values  # noqa: E402
-from windowguard._estimate_schema import tool_text as _tool_text  # noqa: E402
-from windowguard.adapters import shape_messages  # noqa: E402
-from windowguard.templates import count_prompt, count_prompt_parts  # noqa: E402
+from windowguard.accounting._estimate_priors import PRIORS_FILE, priors_from_values  # noqa: E402
+from windowguard.accounting._estimate_schema import tool_text as _tool_text  # noqa: E402
+from windowguard.accounting.templates import count_prompt, count_prompt_parts  # noqa: E402
+from windowguard.core.adapters import shape_messages  # noqa: E402
 
 EXACT_FAMILIES = ex.FAMILIES
 TEMPLATE_OF = ex.TEMPLATE_OF
@@ -745,7 +745,7 @@ def tool_presented_count(family: str, counter: Any, tool: dict[str, Any]) -> int
     """Exact tokens of one tool schema as the family's template renders it (no framing)."""
     template = TEMPLATE_OF[family]
     if template == "openai":
-        from windowguard.templates import _typescript_functions
+        from windowguard.accounting.templates import _typescript_functions
 
         return counter.count(_typescript_functions([tool]))
     if template == "llama3":
@@ -1187,7 +1187,7 @@ def verify(
     name: str, fitted: dict[str, Any], targets: dict[str, Any], corpus: list[dict[str, Any]]
 ) -> dict[str, Any]:
     """Re-check through the real Estimator; raise the request overhead to cover any gap."""
-    import windowguard.estimate as estimate
+    import windowguard.accounting.estimate as estimate
 
     def estimator() -> Any:
         estimate.FAMILIES[name] = priors_from_values(name, fitted, "checking")

@@ -32,7 +32,7 @@ import string
 from collections.abc import Callable
 from typing import Any
 
-from windowguard.templates import count_message, count_prompt, count_prompt_parts
+from windowguard.accounting.templates import count_message, count_prompt, count_prompt_parts
 
 __all__ = [
     "CALL_CLASSES",

@@ -26,8 +26,8 @@ from openai.types.responses import (
     ResponseReasoningItem,
 )
 
-from windowguard.adapters import shape_messages
-from windowguard.turns import segment
+from windowguard.core.adapters import shape_messages
+from windowguard.core.turns import segment
 
 
 def seg(messages: list[Any], fmt: str) -> tuple[int, tuple[int, ...]]:

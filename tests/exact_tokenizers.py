@@ -29,14 +29,14 @@ from typing import Any
 
 import pytest
 
-from windowguard.counters import HFTokenizerCounter, TiktokenCounter, TokenCounter
+from windowguard.accounting.counters import HFTokenizerCounter, TiktokenCounter, TokenCounter
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 TOKENIZERS_DIR = SHARED / "tokenizers"
 CORPUS_DIR = SHARED / "corpus"
 
 FAMILIES = ("o200k", "cl100k", "llama3", "llama4", "qwen", "mistral")
-# The chat template each family is measured with (windowguard.templates).
+# The chat template each family is measured with (windowguard.accounting.templates).
 TEMPLATE_OF = {
     "o200k": "openai",
     "cl100k": "openai",
@@ -77,7 +77,7 @@ def as_message(kind: str, text: str) -> tuple[list[dict[str, Any]], dict[str, An
 
 def message_cost(counter: TokenCounter, template: str, kind: str, text: str) -> int:
     """Exact tokens the template adds for ``text`` as a ``kind`` message."""
-    from windowguard.templates import count_prompt, count_prompt_parts
+    from windowguard.accounting.templates import count_prompt, count_prompt_parts
 
     prefix, message = as_message(kind, text)
     if template == "openai":  # OpenAI's accounting is additive per message
@@ -332,7 +332,7 @@ def transition_texts(rng: Any) -> dict[str, str]:
     weights; a text that is nothing but that transition, with random characters of
     the two classes in runs of 1-3, is where such a weight could under-count most.
     """
-    from windowguard.estimate import BIGRAM_CLASSES
+    from windowguard.accounting.estimate import BIGRAM_CLASSES
 
     texts = {}
     for pair in BIGRAM_CLASSES:

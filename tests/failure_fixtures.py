@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from windowguard.failures import FailureKind as K
+from windowguard.core.failures import FailureKind as K
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

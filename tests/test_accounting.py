@@ -1,7 +1,7 @@
 """Token accounting from exact sources: the ledger, local tokenizers, remote counts.
 
 The "provider" here reports what a server counting exactly would: o200k_base under
-OpenAI's accounting (``windowguard.templates.count_prompt``), the same number the
+OpenAI's accounting (``windowguard.accounting.templates.count_prompt``), the same number the
 emulator reports. Properties hold for any transcript: a count the manager calls exact
 is exact, every other count is an upper bound, no fitted request overflows the window,
 and a refusal with an exact count is always justified.
@@ -22,9 +22,9 @@ import windowguard as wg
 from windowguard.accounting import INFERENCE_TOLERANCE, choose_sources
 from windowguard.accounting.local import LOCAL_FAMILIES, TemplateAccounting, local_accounting
 from windowguard.accounting.remote import CountQuery, RemoteCountError, VLLMTokenizeCounter
-from windowguard.adapters import shape_messages
+from windowguard.accounting.templates import count_prompt
+from windowguard.core.adapters import shape_messages
 from windowguard.emulator import Emulator
-from windowguard.templates import count_prompt
 
 from .exact_tokenizers import (
     MemoCounter,

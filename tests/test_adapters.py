@@ -11,9 +11,9 @@ from openai.types.chat.chat_completion_message_function_tool_call import (
 )
 from openai.types.responses import ResponseFunctionToolCall, ResponseReasoningItem
 
-from windowguard.adapters import detect_format, shape_message, shape_messages
-from windowguard.exceptions import UnknownFormatError
-from windowguard.turns import segment
+from windowguard.core.adapters import detect_format, shape_message, shape_messages
+from windowguard.core.exceptions import UnknownFormatError
+from windowguard.core.turns import segment
 
 
 def _texts(shape: object) -> list[tuple[str, str]]:

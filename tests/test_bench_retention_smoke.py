@@ -15,7 +15,7 @@ The default edits (``wg.DEFAULT_EDITS``) clear old tool results instead, so the 
 the follow-up stay visible.
 
 The accounting is checked against what was actually sent (recorded requests, recounted
-with ``windowguard.templates.count_prompt``), not against numbers written down here.
+with ``windowguard.accounting.templates.count_prompt``), not against numbers written down here.
 pydantic-ai-harness is a benchmark-only dependency: its test skips when it is absent.
 """
 
@@ -104,7 +104,7 @@ def test_everything_fits_nothing_lost_nothing_fetched() -> None:
 
 
 def test_drop_loses_the_note_and_refetches_the_result() -> None:
-    from windowguard.templates import count_prompt
+    from windowguard.accounting.templates import count_prompt
 
     task = _tasks()["agent-and-tool"]
     outcome, session = _run(_drop_only(), task)

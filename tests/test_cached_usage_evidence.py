@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 import windowguard as wg
-from windowguard.events import UsageExcludesCached
-from windowguard.templates import count_prompt
+from windowguard.accounting.templates import count_prompt
+from windowguard.core.events import UsageExcludesCached
 
 from .exact_tokenizers import require
 

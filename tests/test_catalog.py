@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from windowguard.catalog import (
+from windowguard.accounting.catalog import (
     FALLBACK_TOKENIZER,
     FALLBACK_WINDOW,
     MODELS_ENV_VAR,
@@ -20,7 +20,7 @@ from windowguard.catalog import (
     lookup_model,
     resolve_model_info,
 )
-from windowguard.exceptions import ConfigurationError, ModelInfoError
+from windowguard.core.exceptions import ConfigurationError, ModelInfoError
 
 
 @pytest.fixture(autouse=True)

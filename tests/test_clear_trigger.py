@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import windowguard as wg
 from tests.edit_fixtures import read_file_turn as _turn
-from windowguard.exceptions import ConfigurationError
+from windowguard.core.exceptions import ConfigurationError
 
 HEAD = [{"role": "system", "content": "sys"}, {"role": "user", "content": "task"}]
 WINDOW = 16_384

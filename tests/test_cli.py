@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 
 from tests.exact_tokenizers import CORPUS_DIR
+from windowguard.accounting.counters import load_counter
+from windowguard.accounting.templates import count_prompt
 from windowguard.cli import main
 from windowguard.cli._common import Output, plain_table
 from windowguard.cli.classify import _ADVICE
-from windowguard.counters import load_counter
+from windowguard.core.failures import FailureKind
 from windowguard.emulator import Emulator
-from windowguard.failures import FailureKind
-from windowguard.templates import count_prompt
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

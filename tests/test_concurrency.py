@@ -39,16 +39,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import windowguard as wg
-from windowguard._conversations import ConversationStore
-from windowguard._fit_gate import FitGate
+from windowguard.accounting.counters import load_counter
+from windowguard.accounting.discovery import clear_discovery_cache
 from windowguard.accounting.remote import CountQuery
-from windowguard.counters import load_counter
-from windowguard.discovery import clear_discovery_cache
+from windowguard.accounting.templates import count_prompt
+from windowguard.core.events import Event, RemoteCounted
+from windowguard.core.shrink import DEFAULT_FLOOR
 from windowguard.emulator import DEFAULT_TOKENIZER, Emulator, EmulatorRequest, Reply
-from windowguard.events import Event, RemoteCounted
+from windowguard.pipeline._fit_gate import FitGate
 from windowguard.proxy import ProxyConfig, ProxyServer
-from windowguard.shrink import DEFAULT_FLOOR
-from windowguard.templates import count_prompt
+from windowguard.run._conversations import ConversationStore
 
 MODEL = "emulated-model"
 WINDOW = 8_192

@@ -43,14 +43,14 @@ from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
 import windowguard as wg
-from windowguard.discovery import clear_discovery_cache
+from windowguard.accounting.discovery import clear_discovery_cache
+from windowguard.core.events import Event, RemoteCounted
+from windowguard.core.shrink import DEFAULT_FLOOR
 from windowguard.emulator import Emulator, EmulatorRequest, Reply
-from windowguard.events import Event, RemoteCounted
 from windowguard.integrations import litellm as wgl
 from windowguard.integrations.langchain import ContextWindowMiddleware
 from windowguard.integrations.openai_agents import call_model_input_filter
 from windowguard.integrations.pydantic_ai import WindowGuard, history_processor
-from windowguard.shrink import DEFAULT_FLOOR
 
 from .test_integration_litellm import _no_callbacks as _no_callbacks
 

@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 
 import windowguard as wg
-from windowguard._conversations import (
+from windowguard.core.shrink import DEFAULT_SAFETY_BUFFER
+from windowguard.run._conversations import (
     ConversationStore,
     ConversationStores,
     ManagerOptions,
     head_key,
 )
-from windowguard.shrink import DEFAULT_SAFETY_BUFFER
 
 
 def _manager() -> wg.ContextWindowManager:
@@ -58,7 +58,7 @@ def test_store_is_bounded_least_recently_used_first() -> None:
 
 def test_store_forgets_idle_conversations(monkeypatch: pytest.MonkeyPatch) -> None:
     clock = [100.0]
-    monkeypatch.setattr("windowguard._conversations.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("windowguard.run._conversations.time.monotonic", lambda: clock[0])
     store = ConversationStore(_manager, ttl_seconds=10)
     first = store.get("a")
     clock[0] += 11

@@ -10,7 +10,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import exact_tokenizers as ex
-from windowguard.counters import (
+from windowguard.accounting.counters import (
     HFTokenizerCounter,
     QuickTokCounter,
     TiktokenCounter,
@@ -18,7 +18,7 @@ from windowguard.counters import (
     count_texts,
     load_counter,
 )
-from windowguard.exceptions import ConfigurationError
+from windowguard.core.exceptions import ConfigurationError
 
 SAMPLE = 'Hello, world! 12345 你好 <|endoftext|> {"a": [1, 2]}\n\n    indented'
 

@@ -11,13 +11,13 @@ import pytest
 
 from windowguard.cli import main
 from windowguard.cli.demo import summary_rows
+from windowguard.core.events import ContextEdited, ModelCall, ToolResultEvent
+from windowguard.core.exceptions import ConfigurationError, ContextTruncatedError
+from windowguard.core.failures import FailureKind
 from windowguard.demo import DemoAgent, DemoOptions, project_files, project_tools, run_scenario
 from windowguard.demo.chart import read_events, series_from_events
 from windowguard.demo.runner import DemoRun
 from windowguard.emulator import EmulatorRequest, ToolSpec
-from windowguard.events import ContextEdited, ModelCall, ToolResultEvent
-from windowguard.exceptions import ConfigurationError, ContextTruncatedError
-from windowguard.failures import FailureKind
 
 SMALL = {"context_window": 6144, "iterations": 10, "max_tokens": 512}
 

@@ -21,13 +21,13 @@ from typing import Any
 
 import pytest
 
-from windowguard.discovery import (
+from windowguard.accounting.discovery import (
     UNLOADED_DEFAULT_WINDOW,
     adiscover_model_info,
     clear_discovery_cache,
     discover_model_info,
 )
-from windowguard.exceptions import ConfigurationError
+from windowguard.core.exceptions import ConfigurationError
 
 Route = tuple[int, Any]  # (status, JSON-able body or raw bytes)
 
@@ -462,7 +462,7 @@ def test_bad_arguments_are_configuration_errors(base_url: str, model: str, timeo
 def test_the_cache_is_bounded_least_recently_used_first(
     serve: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import windowguard.discovery as discovery
+    import windowguard.accounting.discovery as discovery
 
     monkeypatch.setattr(discovery, "CACHE_ENTRIES", 3)
     server = serve({("GET", "/v1/models"): (200, VLLM_MODELS)})

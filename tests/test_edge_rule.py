@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import windowguard as wg
-from windowguard.templates import count_prompt
+from windowguard.accounting.templates import count_prompt
 
 from .exact_tokenizers import TEMPLATE_OF, require
 

@@ -20,9 +20,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import windowguard as wg
-from windowguard.adapters import shaper
-from windowguard.templates import count_prompt
-from windowguard.turns import segment
+from windowguard.accounting.templates import count_prompt
+from windowguard.core.adapters import shaper
+from windowguard.core.turns import segment
 
 from .exact_tokenizers import require
 

@@ -12,8 +12,8 @@ import re
 from typing import Any
 
 import windowguard as wg
-from windowguard.edits import CLEARED_INPUT
-from windowguard.edits.summary import SUMMARY_PREFIX
+from windowguard.core.edits import CLEARED_INPUT
+from windowguard.core.edits.summary import SUMMARY_PREFIX
 
 HEAD = [{"role": "system", "content": "sys"}, {"role": "user", "content": "task"}]
 

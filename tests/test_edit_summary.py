@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import windowguard as wg
-from windowguard.adapters import shaper
-from windowguard.edits.summary import SUMMARY_PREFIX
-from windowguard.providers.fake import FakeCalls, FakeProvider
-from windowguard.turns import segment
+from windowguard.core.adapters import shaper
+from windowguard.core.edits.summary import SUMMARY_PREFIX
+from windowguard.core.turns import segment
+from windowguard.run.providers.fake import FakeCalls, FakeProvider
 
 HEAD = [
     {"role": "system", "content": "You are a careful coding agent."},

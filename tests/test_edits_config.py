@@ -9,8 +9,8 @@ import pytest
 
 import windowguard as wg
 from tests.edit_fixtures import anthropic_transcript, chat_transcript, responses_transcript
-from windowguard.adapters import shape_messages
-from windowguard.edits import (
+from windowguard.core.adapters import shape_messages
+from windowguard.core.edits import (
     DEFAULT_INSTRUCTIONS,
     SUMMARY_PREFIX,
     EditRecord,
@@ -21,9 +21,9 @@ from windowguard.edits import (
     summary_message,
     summary_prompt,
 )
-from windowguard.events import ContextEdited
-from windowguard.exceptions import ConfigurationError
-from windowguard.turns import segment
+from windowguard.core.events import ContextEdited
+from windowguard.core.exceptions import ConfigurationError
+from windowguard.core.turns import segment
 
 
 class Store:

@@ -23,10 +23,10 @@ from typing import Any
 import pytest
 
 import windowguard as wg
-from windowguard.adapters import shaper
+from windowguard.core.adapters import shaper
+from windowguard.core.failures import FailureKind
+from windowguard.core.turns import segment
 from windowguard.emulator import Emulator, EmulatorRequest, Reply, ToolCall
-from windowguard.failures import FailureKind
-from windowguard.turns import segment
 
 from .exact_tokenizers import require, require_corpus, vocabulary
 

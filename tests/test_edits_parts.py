@@ -12,10 +12,10 @@ from hypothesis import given, settings
 
 from tests.edit_fixtures import anthropic_transcript, chat_transcript, responses_transcript, seg
 from tests.transcripts import FORMATS, Plan, plans, render_labelled
-from windowguard.adapters import shape_messages
-from windowguard.edits import HEAD_TURN, looks_failed, tool_calls, tool_results
-from windowguard.exceptions import InvalidTranscriptError
-from windowguard.turns import segment
+from windowguard.core.adapters import shape_messages
+from windowguard.core.edits import HEAD_TURN, looks_failed, tool_calls, tool_results
+from windowguard.core.exceptions import InvalidTranscriptError
+from windowguard.core.turns import segment
 
 
 def reference_pairs(messages: list[Any], fmt: str) -> list[int | None]:

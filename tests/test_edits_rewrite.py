@@ -13,16 +13,16 @@ from hypothesis import strategies as st
 
 from tests.edit_fixtures import anthropic_transcript, chat_transcript, responses_transcript, seg
 from tests.transcripts import FORMATS, Plan, plans, render_labelled
-from windowguard.adapters import shape_message
-from windowguard.edits import (
+from windowguard.core.adapters import shape_message
+from windowguard.core.edits import (
     CLEARED_INPUT,
     clear_call_inputs,
     replace_result_text,
     tool_calls,
     tool_results,
 )
-from windowguard.exceptions import ConfigurationError
-from windowguard.shapes import Format
+from windowguard.core.exceptions import ConfigurationError
+from windowguard.core.shapes import Format
 
 _new_text = st.text(min_size=1, max_size=60).filter(str.strip)
 

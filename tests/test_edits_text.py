@@ -9,16 +9,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from windowguard.counters import load_counter
-from windowguard.edits import text as text_module
-from windowguard.edits.text import (
+from windowguard.accounting.counters import load_counter
+from windowguard.core.edits import text as text_module
+from windowguard.core.edits.text import (
     DEFAULT_PLACEHOLDER,
     PAGE_CHARS,
     check_placeholder,
     clamp_text,
     placeholder_text,
 )
-from windowguard.exceptions import ConfigurationError
+from windowguard.core.exceptions import ConfigurationError
 
 Count = Callable[[str], int]
 

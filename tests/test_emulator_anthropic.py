@@ -12,10 +12,10 @@ import anthropic
 import pytest
 
 from tests.exact_tokenizers import require
-from windowguard.counters import TokenCounter
+from windowguard.accounting.counters import TokenCounter
+from windowguard.accounting.templates import count_prompt
+from windowguard.core.failures import FailureKind, classify_failure
 from windowguard.emulator import Emulator, EmulatorRequest, Reply
-from windowguard.failures import FailureKind, classify_failure
-from windowguard.templates import count_prompt
 
 TOOLS: list[dict[str, Any]] = [
     {

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
+from windowguard.core.exceptions import ConfigurationError
+from windowguard.core.failures import FailureKind, classify_failure
 from windowguard.emulator import Emulator
-from windowguard.exceptions import ConfigurationError
-from windowguard.failures import FailureKind, classify_failure
 
 FLAVORS = ("openai", "vllm", "llamacpp", "anthropic")
 MIB = 1024 * 1024

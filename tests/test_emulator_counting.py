@@ -17,12 +17,12 @@ import openai
 import pytest
 
 from tests.exact_tokenizers import require
-from windowguard.counters import TokenCounter
+from windowguard.accounting.counters import TokenCounter
+from windowguard.accounting.templates import count_prompt, render_prompt
+from windowguard.core.exceptions import ConfigurationError
 from windowguard.emulator import Emulator
 from windowguard.emulator.cli import build_parser
 from windowguard.emulator.counting import CountSetup, count_text, resolve_count_apis
-from windowguard.exceptions import ConfigurationError
-from windowguard.templates import count_prompt, render_prompt
 
 TOOLS: list[dict[str, Any]] = [
     {

@@ -15,11 +15,11 @@ import openai
 import pytest
 
 from tests.exact_tokenizers import require
-from windowguard.counters import TokenCounter
+from windowguard.accounting.counters import TokenCounter
+from windowguard.accounting.templates import count_prompt
+from windowguard.core.exceptions import ConfigurationError
+from windowguard.core.failures import FailureKind, classify_failure
 from windowguard.emulator import Emulator, EmulatorRequest, Reply
-from windowguard.exceptions import ConfigurationError
-from windowguard.failures import FailureKind, classify_failure
-from windowguard.templates import count_prompt
 
 FLAVORS = ("openai", "vllm", "llamacpp")
 TOOLS: list[dict[str, Any]] = [
@@ -428,7 +428,7 @@ def test_discovery_endpoints(flavor: str, o200k: TokenCounter) -> None:
 def test_discover_model_info_reads_the_window(
     flavor: str, url_kind: str, o200k: TokenCounter
 ) -> None:
-    discovery = pytest.importorskip("windowguard.discovery")
+    discovery = pytest.importorskip("windowguard.accounting.discovery")
     with Emulator(flavor=flavor, context_window=20_000, tokenizer=o200k, model="served") as emu:
         info = discovery.discover_model_info(getattr(emu, url_kind), "served")
     assert info is not None

@@ -12,9 +12,9 @@ from typing import Any
 import openai
 import pytest
 
+from windowguard.core.failures import FailureKind, classify_failure
 from windowguard.emulator import Emulator, EmulatorRequest, Reply
 from windowguard.emulator.scenarios import ToolCall
-from windowguard.failures import FailureKind, classify_failure
 
 TOOLS: list[dict[str, Any]] = [
     {

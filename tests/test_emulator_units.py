@@ -14,6 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from windowguard.core.exceptions import ConfigurationError
+from windowguard.core.provider_errors import WireError
 from windowguard.emulator import (
     CodingAgent,
     EmulatorRequest,
@@ -25,8 +27,6 @@ from windowguard.emulator import (
 from windowguard.emulator.cli import main
 from windowguard.emulator.limits import Limits, ReplyBudget, enforce
 from windowguard.emulator.scenarios import arguments_from_schema, resolve_policy
-from windowguard.exceptions import ConfigurationError
-from windowguard.provider_errors import WireError
 
 
 def test_parse_faults_schedule_and_probability() -> None:

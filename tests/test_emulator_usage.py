@@ -10,11 +10,11 @@ import openai
 import pytest
 
 import windowguard as wg
-from windowguard.counters import TokenCounter, load_counter
+from windowguard.accounting.counters import TokenCounter, load_counter
+from windowguard.accounting.templates import count_prompt
+from windowguard.core.exceptions import ConfigurationError
 from windowguard.emulator import DEFAULT_TOKENIZER, Emulator, Reply, UsagePlan
-from windowguard.exceptions import ConfigurationError
-from windowguard.providers.base import ModelRequest
-from windowguard.templates import count_prompt
+from windowguard.run.providers.base import ModelRequest
 
 # A system prompt far above the 1,024-token cache minimum, and a growing conversation.
 SYSTEM: dict[str, Any] = {

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import exact_tokenizers as ex
-from windowguard.counters import TokenCounter
-from windowguard.estimate import (
+from windowguard.accounting.counters import TokenCounter
+from windowguard.accounting.estimate import (
     CONSERVATIVE_FAMILY,
     FAMILIES,
     FEATURES,
@@ -27,9 +27,9 @@ from windowguard.estimate import (
     Estimator,
     prompt_tokens_from_usage,
 )
-from windowguard.exceptions import ConfigurationError
-from windowguard.shapes import Segment, Shape
-from windowguard.templates import count_prompt
+from windowguard.accounting.templates import count_prompt
+from windowguard.core.exceptions import ConfigurationError
+from windowguard.core.shapes import Segment, Shape
 
 EXACT = ex.FAMILIES
 TEMPLATE_OF = ex.TEMPLATE_OF
@@ -368,7 +368,7 @@ def test_usage_check_against_corpus_reported_tokens(corpus: list[dict[str, Any]]
 def test_priors_load_from_the_data_file_and_bad_files_are_named() -> None:
     from importlib import resources
 
-    from windowguard._estimate_priors import PRIORS_FILE, load_priors
+    from windowguard.accounting._estimate_priors import PRIORS_FILE, load_priors
 
     text = resources.files("windowguard").joinpath(PRIORS_FILE).read_text(encoding="utf-8")
     assert load_priors(text).keys() == FAMILIES.keys()
@@ -414,7 +414,7 @@ def test_hot_path_equals_the_feature_dot_product(text: str) -> None:
     import operator
     from fractions import Fraction
 
-    from windowguard.estimate import _heuristic_tokens, text_features
+    from windowguard.accounting.estimate import _heuristic_tokens, text_features
 
     features = text_features(text)
     # The ceiling: one token per byte the template may show (a JSON-escaped control
@@ -430,7 +430,7 @@ def test_hot_path_equals_the_feature_dot_product(text: str) -> None:
 @settings(deadline=None, max_examples=200)
 @given(text=st.text(max_size=300))
 def test_every_character_counts_toward_exactly_one_feature(text: str) -> None:
-    from windowguard.estimate import text_features
+    from windowguard.accounting.estimate import text_features
 
     features = text_features(text)
     per_character = features[: len(FEATURES) - 3]  # the run counts and escapes aside
@@ -441,7 +441,7 @@ def test_every_character_counts_toward_exactly_one_feature(text: str) -> None:
 def test_byte_sums_are_exact_at_every_length() -> None:
     import random
 
-    from windowguard.estimate import _bounded_sum
+    from windowguard.accounting.estimate import _bounded_sum
 
     rng = random.Random(5)
     for top in (1, 63, 127, 255):
@@ -467,7 +467,7 @@ def test_long_texts_equal_the_feature_dot_product(text: str) -> None:
     import operator
     from fractions import Fraction
 
-    from windowguard.estimate import _heuristic_tokens, text_features
+    from windowguard.accounting.estimate import _heuristic_tokens, text_features
 
     features = text_features(text)
     ceiling = features[-1] + 5 * features[FEATURES.index("control")]

@@ -3,7 +3,7 @@
 ``Estimator.message_costs(shape)[1]`` must be at least the tokens the message adds in
 every byte-level BPE family's chat template, whatever its content. Checked two ways:
 
-* against a **byte counter** through every template of ``windowguard.templates`` (and the
+* against a **byte counter** through every template of ``windowguard.accounting.templates`` (and the
   real templates' variants: Mistral re-parsing JSON tool results, llama-models'
   ``json.dumps`` with ``ensure_ascii=True``, Anthropic ``tool_result`` blocks rendered as
   tool messages): a byte-level BPE never emits more tokens than the (NFC-normalised)
@@ -35,15 +35,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import contextlib
 
 import exact_tokenizers as ex
+from windowguard.accounting.estimate import FAMILIES, Estimator
 from windowguard.accounting.local import TemplateAccounting, openai_function
-from windowguard.adapters import shape_messages
-from windowguard.estimate import FAMILIES, Estimator
-from windowguard.templates import (
+from windowguard.accounting.templates import (
     TEMPLATES,
     count_message,
     count_prompt,
     count_request_framing,
 )
+from windowguard.core.adapters import shape_messages
 
 EXACT = ex.FAMILIES
 SETTINGS = settings(
@@ -156,7 +156,7 @@ def anthropic_user(draw: st.DrawFn) -> tuple[dict[str, Any], list[dict[str, Any]
 
 
 def _variants(message: dict[str, Any]) -> list[dict[str, Any]]:
-    """The message as the real templates may show it beyond windowguard.templates:
+    """The message as the real templates may show it beyond windowguard.accounting.templates:
     Mistral re-parses a JSON tool result; llama-models writes arguments with
     ``json.dumps`` (ensure_ascii=True)."""
     out = [message]
@@ -276,8 +276,8 @@ def test_bound_covers_responses_and_anthropic_calls(
 
 
 def test_frame_constants_cover_every_template() -> None:
-    import windowguard.estimate as estimate
-    from windowguard.templates import _typescript_functions
+    import windowguard.accounting.estimate as estimate
+    from windowguard.accounting.templates import _typescript_functions
 
     est = Estimator("o200k")
     for template in TEMPLATES:

@@ -30,8 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import content_classes as cc
 import exact_tokenizers as ex
-from windowguard.adapters import shape_messages
-from windowguard.estimate import (
+from windowguard.accounting.estimate import (
     FAMILIES,
     FEATURES,
     LETTER_RATE_FLOOR,
@@ -41,7 +40,8 @@ from windowguard.estimate import (
     Estimator,
     text_features,
 )
-from windowguard.templates import count_prompt
+from windowguard.accounting.templates import count_prompt
+from windowguard.core.adapters import shape_messages
 
 EXACT = ex.FAMILIES
 TEMPLATE_OF = ex.TEMPLATE_OF

@@ -28,7 +28,7 @@ from test_estimate_properties import (
     properties,
     tool_schemas,
 )
-from windowguard.estimate import FAMILIES, Estimator
+from windowguard.accounting.estimate import FAMILIES, Estimator
 
 # --------------------------------------------------------------------------- monotone schemas
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from windowguard.failures import Failure, FailureKind, TerminationReason, classify_failure
+from windowguard.core.failures import Failure, FailureKind, TerminationReason, classify_failure
 
 from .failure_fixtures import FIXTURES, Fixture
 
@@ -556,8 +556,8 @@ def _loop_over(sdk: str, status: int, body: dict[str, Any], *, async_: bool) -> 
     import openai
 
     import windowguard as wg
-    from windowguard.providers.anthropic import AnthropicProvider, AsyncAnthropicProvider
-    from windowguard.providers.openai import AsyncOpenAIChatProvider, OpenAIChatProvider
+    from windowguard.run.providers.anthropic import AnthropicProvider, AsyncAnthropicProvider
+    from windowguard.run.providers.openai import AsyncOpenAIChatProvider, OpenAIChatProvider
 
     calls: list[str] = []
 
@@ -690,7 +690,7 @@ def test_credentials_in_bodies_and_headers_never_reach_the_failure() -> None:
 def test_credentials_in_an_sdk_exception_never_reach_the_failure_or_provider_error() -> None:
     import openai
 
-    from windowguard.exceptions import ProviderError
+    from windowguard.core.exceptions import ProviderError
 
     body = _echoing_body()
     response = _response(401, body, {"x-api-key": _KEYS[4]})
@@ -734,7 +734,7 @@ def test_redaction_keeps_the_numbers_an_overflow_is_read_from() -> None:
     ],
 )
 def test_redact_secrets_examples(text: str, expected: str | None) -> None:
-    from windowguard.failures import redact_secrets
+    from windowguard.core.failures import redact_secrets
 
     out = redact_secrets(text)
     assert out == (text if expected is None else expected)

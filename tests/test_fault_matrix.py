@@ -28,8 +28,8 @@ from typing import Any
 import pytest
 
 import windowguard as wg
-from windowguard.failures import FailureKind
-from windowguard.retry import RetryPolicy
+from windowguard.core.failures import FailureKind
+from windowguard.run.retry import RetryPolicy
 
 # --------------------------------------------------------------------------- server
 

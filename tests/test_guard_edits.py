@@ -21,7 +21,7 @@ import openai
 import pytest
 
 import windowguard as wg
-from windowguard.discovery import clear_discovery_cache
+from windowguard.accounting.discovery import clear_discovery_cache
 from windowguard.emulator import Emulator
 from windowguard.guard import guard
 

@@ -18,9 +18,9 @@ import openai
 import pytest
 
 import windowguard as wg
-from windowguard.discovery import clear_discovery_cache
+from windowguard.accounting.discovery import clear_discovery_cache
+from windowguard.core.events import Event
 from windowguard.emulator import Emulator, EmulatorRequest, Reply, ToolCall
-from windowguard.events import Event
 from windowguard.guard import guard
 
 MODEL = "emulated-model"

@@ -23,10 +23,10 @@ from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 
 import windowguard as wg
-from windowguard._conversations import DEFAULT_MAX_MODELS
 from windowguard.emulator import Emulator
 from windowguard.emulator.scenarios import EmulatorRequest, Reply, ToolCall
 from windowguard.integrations.langchain import ContextWindowMiddleware, pre_model_hook
+from windowguard.run._conversations import DEFAULT_MAX_MODELS
 
 from .surface_edits import (
     EDITS,

@@ -23,10 +23,10 @@ from litellm.caching.dual_cache import DualCache
 from litellm.proxy._types import UserAPIKeyAuth
 
 import windowguard as wg
-from windowguard._conversations import DEFAULT_MAX_MODELS
 from windowguard.emulator import Emulator, EmulatorRequest, Reply
 from windowguard.emulator.scenarios import ToolCall
 from windowguard.integrations import litellm as wgl
+from windowguard.run._conversations import DEFAULT_MAX_MODELS
 
 from .surface_edits import (
     EDITS,

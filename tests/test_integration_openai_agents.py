@@ -34,10 +34,10 @@ from agents.run_context import RunContextWrapper
 from agents.usage import Usage
 
 import windowguard as wg
-from windowguard._conversations import DEFAULT_MAX_MODELS
 from windowguard.emulator import Emulator, EmulatorRequest, Reply
 from windowguard.emulator.scenarios import ToolCall
 from windowguard.integrations.openai_agents import ContextWindowFilter, call_model_input_filter
+from windowguard.run._conversations import DEFAULT_MAX_MODELS
 
 from .surface_edits import (
     EDITS,

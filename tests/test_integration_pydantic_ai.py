@@ -26,10 +26,10 @@ from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
 import windowguard as wg
-from windowguard._conversations import DEFAULT_MAX_MODELS
 from windowguard.emulator import Emulator, EmulatorRequest, Reply
 from windowguard.emulator.scenarios import ToolCall
 from windowguard.integrations.pydantic_ai import WindowGuard, history_processor, to_openai_chat
+from windowguard.run._conversations import DEFAULT_MAX_MODELS
 
 from .surface_edits import (
     EDITS,

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import windowguard as wg
-from windowguard.edits.summary import summary_message
+from windowguard.core.edits.summary import summary_message
 from windowguard.integrations._sent import align, call_arguments
 
 

@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 
 import windowguard as wg
-from windowguard.journal import RunState, tool_digest, transcript_digest
-from windowguard.providers.base import ModelResponse, ToolCall, ToolResult, ToolSpec, Usage
-from windowguard.providers.fake import AsyncFakeProvider, FakeCalls, FakeProvider
+from windowguard.run.journal import RunState, tool_digest, transcript_digest
+from windowguard.run.providers.base import ModelResponse, ToolCall, ToolResult, ToolSpec, Usage
+from windowguard.run.providers.fake import AsyncFakeProvider, FakeCalls, FakeProvider
 
 from .journal_backends import BACKENDS, Backend, backend_for, new_run_id
 
@@ -453,8 +453,8 @@ def test_bad_lease_settings_are_named(tmp_path: Path) -> None:
 
 
 def test_the_journal_module_keeps_its_names() -> None:
-    from windowguard.journal import SqliteJournal as Sqlite
-    from windowguard.journal import jsonable
+    from windowguard.run.journal import SqliteJournal as Sqlite
+    from windowguard.run.journal import jsonable
 
     assert Sqlite is wg.SqliteJournal and jsonable((1, 2)) == [1, 2]
     assert issubclass(wg.PostgresJournal, wg.Journal) and issubclass(Sqlite, wg.Journal)

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import windowguard as wg
-from windowguard.providers.fake import FakeCalls, FakeProvider
+from windowguard.run.providers.fake import FakeCalls, FakeProvider
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="file modes are POSIX")
 

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 import windowguard as wg
-import windowguard.journal.base as journal_base
-from windowguard.providers.base import ModelResponse
-from windowguard.providers.fake import FakeCalls, FakeProvider, ScriptItem
+import windowguard.run.journal.base as journal_base
+from windowguard.run.providers.base import ModelResponse
+from windowguard.run.providers.fake import FakeCalls, FakeProvider, ScriptItem
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="process ids are checked on POSIX")
 
@@ -99,7 +99,7 @@ WORKER = textwrap.dedent(
     """
     import sys, time
     import windowguard as wg
-    from windowguard.providers.fake import FakeCalls, FakeProvider
+    from windowguard.run.providers.fake import FakeCalls, FakeProvider
 
     path, run_id, shift = sys.argv[1], sys.argv[2], float(sys.argv[3])
 
@@ -170,7 +170,7 @@ HOLDER = textwrap.dedent(
     """
     import os, sys, time
     import windowguard as wg
-    import windowguard.journal.base as base
+    import windowguard.run.journal.base as base
 
     path, run_id, shift, machine = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
     if machine == "unknown":  # as without /proc: no boot id nor pid namespace

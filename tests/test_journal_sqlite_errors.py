@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 import windowguard as wg
-from windowguard.journal.sqlite import SCHEMA_VERSION
-from windowguard.providers.fake import FakeCalls, FakeProvider, ScriptItem
+from windowguard.run.journal.sqlite import SCHEMA_VERSION
+from windowguard.run.providers.fake import FakeCalls, FakeProvider, ScriptItem
 
 TASK = [{"role": "user", "content": "Read a."}]
 

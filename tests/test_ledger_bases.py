@@ -15,8 +15,8 @@ import pytest
 
 import windowguard as wg
 from windowguard.accounting.ledger import BaseCosts, BaseKey, BaseValue, Entry, Factors, Ledger
-from windowguard.shapes import Segment, Shape
-from windowguard.templates import count_prompt
+from windowguard.accounting.templates import count_prompt
+from windowguard.core.shapes import Segment, Shape
 
 from .exact_tokenizers import MemoCounter, require
 

@@ -16,8 +16,8 @@ import pytest
 import windowguard as wg
 from windowguard.accounting.ledger import BaseCosts, Entry, Factors, Ledger
 from windowguard.accounting.remote import CountQuery
-from windowguard.shapes import Segment, Shape
-from windowguard.templates import count_prompt
+from windowguard.accounting.templates import count_prompt
+from windowguard.core.shapes import Segment, Shape
 
 from .exact_tokenizers import MemoCounter, require
 

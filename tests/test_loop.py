@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 import windowguard as wg
-from windowguard.failures import Failure, FailureKind
-from windowguard.providers.base import ModelRequest
-from windowguard.providers.fake import AsyncFakeProvider, FakeCalls, FakeProvider, ScriptItem
-from windowguard.tools import ToolThreads
+from windowguard.core.failures import Failure, FailureKind
+from windowguard.run.providers.base import ModelRequest
+from windowguard.run.providers.fake import AsyncFakeProvider, FakeCalls, FakeProvider, ScriptItem
+from windowguard.run.tools import ToolThreads
 
 TASK = [
     {"role": "system", "content": "You are a coding agent."},
@@ -656,7 +656,7 @@ EXITS = textwrap.dedent(
     """
     import asyncio, sys, time
     import windowguard as wg
-    from windowguard.providers.fake import AsyncFakeProvider, FakeCalls, FakeProvider
+    from windowguard.run.providers.fake import AsyncFakeProvider, FakeCalls, FakeProvider
 
     @wg.tool
     def hang() -> str:

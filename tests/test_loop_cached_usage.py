@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 import windowguard as wg
+from windowguard.core.events import UsageExcludesCached
 from windowguard.emulator import Emulator, EmulatorRequest, Reply, ToolCall, UsagePlan
-from windowguard.events import UsageExcludesCached
 
 from .exact_tokenizers import require, vocabulary
 

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 import windowguard as wg
+from windowguard.core.failures import FailureKind
 from windowguard.emulator import Emulator
-from windowguard.failures import FailureKind
 
 from .exact_tokenizers import require, vocabulary
 from .journal_backends import BACKENDS, Backend, backend_for, new_run_id

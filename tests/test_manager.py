@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import windowguard as wg
-from windowguard.adapters import shape_messages
-from windowguard.estimate import NO_USAGE, Estimator
-from windowguard.turns import segment
+from windowguard.accounting.estimate import NO_USAGE, Estimator
+from windowguard.core.adapters import shape_messages
+from windowguard.core.turns import segment
 
 from .transcripts import FORMATS, Plan, plans, render
 

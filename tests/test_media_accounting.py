@@ -27,9 +27,9 @@ from windowguard.accounting.remote import (
     RemoteCountError,
     VLLMTokenizeCounter,
 )
-from windowguard.adapters import shape_messages
+from windowguard.accounting.templates import count_prompt
+from windowguard.core.adapters import shape_messages
 from windowguard.emulator import Emulator
-from windowguard.templates import count_prompt
 
 PER_IMAGE = 3_779  # gpt-4.1-nano, a high-detail image at its largest
 WINDOW = 16_384

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import windowguard as wg
-from windowguard._conversations import ConversationStore
+from windowguard.run._conversations import ConversationStore
 
 WINDOW = 16_384
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 
 import windowguard as wg
-from windowguard._conversations import ConversationStore
+from windowguard.run._conversations import ConversationStore
 
 WINDOW = 128_000
 

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from windowguard.exceptions import ConfigurationError
-from windowguard.failures import FailureKind, classify_failure
-from windowguard.provider_errors import (
+from windowguard.core.exceptions import ConfigurationError
+from windowguard.core.failures import FailureKind, classify_failure
+from windowguard.core.provider_errors import (
     TEMPLATES,
     Flavor,
     WireError,

@@ -19,14 +19,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from windowguard.discovery import clear_discovery_cache
+from windowguard.accounting.discovery import clear_discovery_cache
+from windowguard.core.exceptions import ConfigurationError, ProviderError
+from windowguard.core.failures import FailureKind
 from windowguard.emulator import Emulator, EmulatorRequest, Fault, FaultPlan, Reply
-from windowguard.exceptions import ConfigurationError, ProviderError
-from windowguard.failures import FailureKind
-from windowguard.providers import AnthropicProvider, AsyncAnthropicProvider
-from windowguard.providers._cache_control import MAX_BREAKPOINTS, place_breakpoints
-from windowguard.providers.anthropic import thinking_budget_for
-from windowguard.providers.base import (
+from windowguard.run.providers import AnthropicProvider, AsyncAnthropicProvider
+from windowguard.run.providers._cache_control import MAX_BREAKPOINTS, place_breakpoints
+from windowguard.run.providers.anthropic import thinking_budget_for
+from windowguard.run.providers.base import (
     AsyncProvider,
     ModelRequest,
     ModelResponse,

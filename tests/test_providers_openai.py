@@ -18,13 +18,14 @@ from typing import Any
 
 import pytest
 
-from windowguard.catalog import ModelInfo
-from windowguard.discovery import clear_discovery_cache
+from windowguard.accounting.catalog import ModelInfo
+from windowguard.accounting.discovery import clear_discovery_cache
+from windowguard.accounting.templates import count_prompt
+from windowguard.core.exceptions import ConfigurationError, ProviderError
+from windowguard.core.failures import FailureKind
 from windowguard.emulator import Emulator, EmulatorRequest, Fault, FaultPlan, Reply
-from windowguard.exceptions import ConfigurationError, ProviderError
-from windowguard.failures import FailureKind
-from windowguard.providers import AsyncOpenAIChatProvider, OpenAIChatProvider
-from windowguard.providers.base import (
+from windowguard.run.providers import AsyncOpenAIChatProvider, OpenAIChatProvider
+from windowguard.run.providers.base import (
     AsyncProvider,
     ModelRequest,
     ModelResponse,
@@ -33,8 +34,7 @@ from windowguard.providers.base import (
     ToolResult,
     ToolSpec,
 )
-from windowguard.providers.openai import uses_max_completion_tokens
-from windowguard.templates import count_prompt
+from windowguard.run.providers.openai import uses_max_completion_tokens
 
 TOOLS = (
     ToolSpec(
@@ -669,7 +669,7 @@ def test_a_bad_argument_is_not_taken_for_a_malformed_answer() -> None:
 
 def test_importing_windowguard_imports_no_sdk() -> None:
     code = (
-        "import sys, windowguard, windowguard.providers, windowguard.providers.base\n"
+        "import sys, windowguard, windowguard.run.providers, windowguard.run.providers.base\n"
         "assert 'openai' not in sys.modules and 'anthropic' not in sys.modules, "
         "sorted(m for m in sys.modules if m in ('openai', 'anthropic'))\n"
     )
@@ -681,7 +681,7 @@ def test_missing_sdk_names_the_extra() -> None:
         "import sys\n"
         "sys.modules['openai'] = None\n"
         "try:\n"
-        "    from windowguard.providers import OpenAIChatProvider\n"
+        "    from windowguard.run.providers import OpenAIChatProvider\n"
         "except ImportError as exc:\n"
         "    print(exc)\n"
     )

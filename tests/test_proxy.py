@@ -32,10 +32,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import windowguard as wg
-from windowguard.discovery import clear_discovery_cache
+from windowguard.accounting.discovery import clear_discovery_cache
+from windowguard.core.events import Event, ProviderErrorEvent
+from windowguard.core.exceptions import ConfigurationError
 from windowguard.emulator import Emulator, EmulatorRequest, Reply, ToolCall
-from windowguard.events import Event, ProviderErrorEvent
-from windowguard.exceptions import ConfigurationError
 from windowguard.proxy import ProxyConfig, ProxyServer, discover_upstream
 from windowguard.proxy._wire import SseUsage, forward_headers
 

@@ -20,10 +20,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import windowguard as wg
+from windowguard.accounting.discovery import clear_discovery_cache
 from windowguard.cli import main
-from windowguard.discovery import clear_discovery_cache
+from windowguard.core.events import Event, ProviderErrorEvent, ProxyRefused
 from windowguard.emulator import Emulator
-from windowguard.events import Event, ProviderErrorEvent, ProxyRefused
 from windowguard.proxy import ProxyConfig, ProxyServer
 from windowguard.proxy._wire import SseUsage
 

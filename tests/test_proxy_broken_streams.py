@@ -17,7 +17,7 @@ import httpx2
 import openai
 import pytest
 
-from windowguard.events import Event, ProviderErrorEvent
+from windowguard.core.events import Event, ProviderErrorEvent
 from windowguard.proxy import ProxyConfig, ProxyServer
 
 from .upstreams import QuietHandler, serve

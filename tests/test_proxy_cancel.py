@@ -17,7 +17,7 @@ from typing import ClassVar
 
 import pytest
 
-from windowguard.events import Event
+from windowguard.core.events import Event
 from windowguard.proxy import ProxyConfig, ProxyServer
 
 from .upstreams import QuietHandler, serve

@@ -27,11 +27,11 @@ import openai
 import pytest
 
 import windowguard as wg
-from windowguard.discovery import clear_discovery_cache
+from windowguard.accounting.discovery import clear_discovery_cache
 from windowguard.emulator import Emulator
-from windowguard.providers.base import ToolCall
 from windowguard.proxy import ProxyConfig, ProxyServer
-from windowguard.tools import execute_tool
+from windowguard.run.providers.base import ToolCall
+from windowguard.run.tools import execute_tool
 
 from .surface_edits import (
     HUGE_AT,

@@ -20,8 +20,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from windowguard.core.events import Event
 from windowguard.emulator import Emulator
-from windowguard.events import Event
 from windowguard.proxy import ProxyConfig, ProxyServer
 from windowguard.proxy._paths import BadPath, normalise_path
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from windowguard.exceptions import ConfigurationError
+from windowguard.core.exceptions import ConfigurationError
 from windowguard.proxy import ProxyConfig, discover_upstream
 
 from .upstreams import QuietHandler, serve

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from windowguard.prune import choose_drop, turns_to_drop
+from windowguard.core.prune import choose_drop, turns_to_drop
 
 
 @st.composite

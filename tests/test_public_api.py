@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import windowguard as wg
-from windowguard.providers.fake import FakeCalls, FakeProvider
+from windowguard.run.providers.fake import FakeCalls, FakeProvider
 
 
 def test_design_snippet_runs_as_written() -> None:

@@ -22,8 +22,8 @@ import exact_tokenizers as ex
 import reference_templates as ref
 import windowguard as wg
 from windowguard.accounting.local import TemplateAccounting
-from windowguard.adapters import shape_messages
-from windowguard.templates import count_prompt, render_prompt
+from windowguard.accounting.templates import count_prompt, render_prompt
+from windowguard.core.adapters import shape_messages
 
 TOOLS = [
     {

@@ -17,7 +17,7 @@ import pytest
 
 import windowguard as wg
 from windowguard.accounting.remote import CountQuery
-from windowguard.events import RemoteCountFailed
+from windowguard.core.events import RemoteCountFailed
 
 WINDOW = 8_192
 

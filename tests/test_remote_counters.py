@@ -24,6 +24,7 @@ import openai
 import pytest
 
 from tests.exact_tokenizers import require
+from windowguard.accounting.counters import TokenCounter
 from windowguard.accounting.remote import (
     AnthropicCountTokens,
     CountQuery,
@@ -40,9 +41,8 @@ from windowguard.accounting.remote import (
     clear_counter_cache,
     discover_counter,
 )
-from windowguard.counters import TokenCounter
+from windowguard.core.exceptions import ConfigurationError, WindowGuardError
 from windowguard.emulator import Emulator
-from windowguard.exceptions import ConfigurationError, WindowGuardError
 
 TOOLS: list[dict[str, Any]] = [
     {

@@ -8,15 +8,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from windowguard.exceptions import ConfigurationError
-from windowguard.failures import Failure, FailureKind, TerminationReason, classify_failure
-from windowguard.provider_errors import (
+from windowguard.core.exceptions import ConfigurationError
+from windowguard.core.failures import Failure, FailureKind, TerminationReason, classify_failure
+from windowguard.core.provider_errors import (
     context_overflow_error,
     output_limit_error,
     rate_limit_error,
     server_error,
 )
-from windowguard.retry import (
+from windowguard.run.retry import (
     REACTIVE_SAFETY_TOKENS,
     Backoff,
     ClampOutput,

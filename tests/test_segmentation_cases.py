@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import windowguard as wg
-from windowguard.adapters import shape_messages
-from windowguard.turns import Segmentation, segment
+from windowguard.core.adapters import shape_messages
+from windowguard.core.turns import Segmentation, segment
 
 from .transcripts import FORMATS, Plan, Rendered, TurnPlan, plans, render_labelled
 

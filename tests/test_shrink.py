@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import windowguard as wg
-from windowguard.shrink import fit_max_tokens
+from windowguard.core.shrink import fit_max_tokens
 
 
 def _messages(chars: int) -> list[dict[str, str]]:

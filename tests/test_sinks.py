@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from windowguard.events import (
+from windowguard.core.events import (
     CalibrationCapped,
     CalibrationUpdated,
     ContextEdited,
@@ -45,8 +45,8 @@ from windowguard.events import (
     UsageMeasured,
     UsageMismatch,
 )
-from windowguard.exceptions import ConfigurationError
-from windowguard.sinks import (
+from windowguard.core.exceptions import ConfigurationError
+from windowguard.run.sinks import (
     EventRecorder,
     JsonlSink,
     LoggingSink,
@@ -379,8 +379,8 @@ def test_jsonl_a_killed_process_loses_nothing_already_emitted(tmp_path: Path) ->
     path = tmp_path / "killed.jsonl"
     code = f"""
 import os, signal
-from windowguard.events import ContextPressure
-from windowguard.sinks import JsonlSink, emit
+from windowguard.core.events import ContextPressure
+from windowguard.run.sinks import JsonlSink, emit
 sink = JsonlSink({str(path)!r})
 for tokens in (10, 20, 30):
     emit(ContextPressure(tokens=tokens, window=100, pressure=tokens / 100), [sink])
@@ -749,7 +749,7 @@ def test_otel_missing_package_says_which_extra_to_install(monkeypatch: pytest.Mo
 
 
 def test_importing_sinks_does_not_import_opentelemetry() -> None:
-    code = "import sys, windowguard.sinks; print('opentelemetry' in sys.modules)"
+    code = "import sys, windowguard.run.sinks; print('opentelemetry' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

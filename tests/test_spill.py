@@ -15,11 +15,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import windowguard as wg
-from windowguard.exceptions import SpillError, SpillHandleError
-from windowguard.providers.base import ModelRequest, ToolCall
-from windowguard.providers.fake import AsyncFakeProvider, FakeCalls, FakeProvider
-from windowguard.spill import READ_SPILLED, SpillPage, SpillStore, spill_tool
-from windowguard.tools import execute_tool
+from windowguard.core.exceptions import SpillError, SpillHandleError
+from windowguard.run.providers.base import ModelRequest, ToolCall
+from windowguard.run.providers.fake import AsyncFakeProvider, FakeCalls, FakeProvider
+from windowguard.run.spill import READ_SPILLED, SpillPage, SpillStore, spill_tool
+from windowguard.run.tools import execute_tool
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="POSIX permissions")
 

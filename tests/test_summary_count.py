@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 import windowguard as wg
-from windowguard.events import UsageMismatch
-from windowguard.templates import count_prompt
+from windowguard.accounting.templates import count_prompt
+from windowguard.core.events import UsageMismatch
 
 from .exact_tokenizers import MemoCounter, require
 

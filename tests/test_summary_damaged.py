@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import windowguard as wg
-from windowguard.edits.summary import SUMMARY_PREFIX
+from windowguard.core.edits.summary import SUMMARY_PREFIX
 
 HEAD = [{"role": "system", "content": "sys"}, {"role": "user", "content": "task"}]
 

@@ -22,10 +22,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import exact_tokenizers as ex
 import reference_templates as ref
 from windowguard.accounting.local import TemplateAccounting, chat_messages
-from windowguard.adapters import shape_messages
-from windowguard.adapters.anthropic import shape_system
-from windowguard.exceptions import ConfigurationError
-from windowguard.templates import count_prompt, count_prompt_parts, render_prompt
+from windowguard.accounting.templates import count_prompt, count_prompt_parts, render_prompt
+from windowguard.core.adapters import shape_messages
+from windowguard.core.adapters.anthropic import shape_system
+from windowguard.core.exceptions import ConfigurationError
 
 TOOLS = [
     {

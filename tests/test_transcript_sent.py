@@ -9,8 +9,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from windowguard._transcript import update_transcript
-from windowguard.estimate import Estimator
+from windowguard.accounting.estimate import Estimator
+from windowguard.pipeline._transcript import update_transcript
 
 
 def _reference(

@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from windowguard.adapters import shape_messages
-from windowguard.shapes import Shape
-from windowguard.turns import TurnIndex, segment
+from windowguard.core.adapters import shape_messages
+from windowguard.core.shapes import Shape
+from windowguard.core.turns import TurnIndex, segment
 
 from .transcripts import FORMATS, Plan, plans, render, render_labelled
 

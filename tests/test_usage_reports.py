@@ -15,10 +15,10 @@ import openai
 import pytest
 
 import windowguard as wg
-from windowguard._conversations import ConversationStore
-from windowguard.events import ContextEstimate, ContextPressure, UsageMeasured
-from windowguard.providers.base import ModelRequest, Usage
-from windowguard.providers.fake import FakeCalls, FakeProvider
+from windowguard.core.events import ContextEstimate, ContextPressure, UsageMeasured
+from windowguard.run._conversations import ConversationStore
+from windowguard.run.providers.base import ModelRequest, Usage
+from windowguard.run.providers.fake import FakeCalls, FakeProvider
 
 WINDOW = 16_384
 WORDS = 1_500  # at least one token each

@@ -12,7 +12,7 @@ Sources, in order of trust:
    only when a decision is near the edge;
 3. a **local exact tokenizer** (:mod:`.local`) with the family's chat-template
    accounting, chosen automatically when one is installed;
-4. the seed's over-counting **heuristic** (:mod:`windowguard.estimate`), times the run's
+4. the seed's over-counting **heuristic** (:mod:`windowguard.accounting.estimate`), times the run's
    calibration, for what nothing has measured yet.
 """
 
@@ -22,8 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, cast
 
-from ..counters import TokenCounter
-from ..exceptions import ConfigurationError
+from ..core.exceptions import ConfigurationError
+from .counters import TokenCounter
 from .local import LOCAL_FAMILIES, TEMPLATE_OF, TemplateAccounting, local_accounting
 from .remote import RemoteCounter
 

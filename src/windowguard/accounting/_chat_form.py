@@ -1,7 +1,7 @@
 """Messages of any wire format as the OpenAI Chat messages a chat server renders.
 
 The local accounting counts chat messages through a family's template
-(:mod:`windowguard.templates`); a message of another wire format is first turned into
+(:mod:`windowguard.accounting.templates`); a message of another wire format is first turned into
 what Anthropic-compatible servers and gateways make of it (see :func:`chat_messages`).
 
 Invariant: the conversion keeps every text a shape holds, in order, and only adds the
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from ..shapes import Shape
+from ..core.shapes import Shape
 
 __all__ = ["chat_messages"]
 
@@ -35,7 +35,7 @@ def chat_messages(shape: Shape, *, reasoning_apart: bool = False) -> list[dict[s
     ``tool_use`` blocks and Responses ``function_call`` items become ``tool_calls``;
     Responses ``function_call_output`` items become tool messages. A shape's several
     text segments are the parts of a list ``content``, joined as the family's server
-    joins them (:mod:`windowguard.templates`).
+    joins them (:mod:`windowguard.accounting.templates`).
 
     With ``reasoning_apart``, the model's reasoning (``reasoning_content``, an Anthropic
     ``thinking`` block, a Responses reasoning item) is the message's

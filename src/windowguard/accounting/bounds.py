@@ -6,7 +6,7 @@ bound the tokens, plus the template's framing. The edge rule (decision 0004) dec
 such bounds whenever an exact source exists: a send whose measured part plus the bounds
 of the rest stays within the budget fits for certain, with nothing counted.
 
-These are the bounds the manager uses; :class:`~windowguard.estimate.Estimator` computes
+These are the bounds the manager uses; :class:`~windowguard.accounting.estimate.Estimator` computes
 them in the same pass as its estimate where it can (``message_costs``), and this module
 falls back to a looser bound of its own for an estimator that does not.
 
@@ -25,8 +25,8 @@ import json
 from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Final
 
-from ..estimate import Estimator
-from ..shapes import Shape
+from ..core.shapes import Shape
+from .estimate import Estimator
 
 if TYPE_CHECKING:
     from .ledger import Ledger

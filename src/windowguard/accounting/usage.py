@@ -13,7 +13,7 @@ import math
 from collections.abc import Mapping
 from typing import Final
 
-from ..exceptions import ConfigurationError
+from ..core.exceptions import ConfigurationError
 
 __all__ = [
     "DEFAULT_CALIBRATION_SEED",

@@ -24,7 +24,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from ..exceptions import WindowGuardError
+from ..core.exceptions import WindowGuardError
 from . import classify, demo, fit, inspect, models, plot, proxy
 from ._common import ArgumentParser, CliError, common_parent
 

@@ -1,7 +1,7 @@
 """What the ``windowguard`` subcommands share: errors, options, the model, output.
 
 Invariants: bad input is reported by raising :class:`CliError` (or any
-:class:`~windowguard.exceptions.WindowGuardError`) with a one-line message; ``main``
+:class:`~windowguard.core.exceptions.WindowGuardError`) with a one-line message; ``main``
 turns it into one line on stderr and exit status 2. A window that is only the fallback
 for a model nobody knows is said as a warning (:func:`window_warning`). Reading
 transcripts lives in :mod:`._transcripts`. Output goes through
@@ -18,12 +18,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
-from .._edit_flags import edit_stages
-from ..adapters import FORMATS
-from ..catalog import ModelInfo
-from ..edits.config import EditStage
-from ..exceptions import ConfigurationError
-from ..manager import ContextWindowManager
+from ..accounting.catalog import ModelInfo
+from ..core.adapters import FORMATS
+from ..core.edits._flags import edit_stages
+from ..core.edits.config import EditStage
+from ..core.exceptions import ConfigurationError
+from ..pipeline.manager import ContextWindowManager
 
 if TYPE_CHECKING:
     from ._transcripts import Transcript

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from ..adapters import shape_messages
-from ..turns import Problem, segment
+from ..core.adapters import shape_messages
+from ..core.turns import Problem, segment
 from ._common import EXAMPLE, CliError, non_negative_int, read_text
 
 __all__ = [

@@ -12,7 +12,7 @@ import argparse
 import json
 from typing import Any
 
-from ..failures import FailureKind, classify_failure
+from ..core.failures import FailureKind, classify_failure
 from ._common import CliError, Output, read_text
 
 __all__ = ["register", "run"]

@@ -14,11 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .._edit_flags import describe_edits
-from ..demo.chart import draw_chart, series_from_events
-from ..demo.runner import FLAVORS, DemoOptions, DemoRun, run_scenario
-from ..emulator.server import DEFAULT_TOKENIZER
-from ..events import (
+from ..core.edits._flags import describe_edits
+from ..core.events import (
     ContextEdited,
     ContextEmergencyShrink,
     ContextPressure,
@@ -29,7 +26,10 @@ from ..events import (
     RunFinished,
     TranscriptPruned,
 )
-from ..sinks import JsonlSink
+from ..demo.chart import draw_chart, series_from_events
+from ..demo.runner import FLAVORS, DemoOptions, DemoRun, run_scenario
+from ..emulator.server import DEFAULT_TOKENIZER
+from ..run.sinks import JsonlSink
 from ._common import CliError, Output, add_edit_options, edits_of, edits_summary, positive_int
 
 __all__ = ["register", "run"]

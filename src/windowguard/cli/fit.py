@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..exceptions import ContextTruncatedError
+from ..core.exceptions import ContextTruncatedError
 from ._common import (
     EXAMPLE,
     CliError,

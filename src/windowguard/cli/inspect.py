@@ -28,16 +28,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._edit_flags import describe_edits
+from ..accounting.counters import TokenCounter, load_counter
+from ..accounting.estimate import Estimator
 from ..accounting.remote import CountQuery, RemoteCountError, discover_counter
-from ..adapters import shape_messages, shaper
-from ..counters import TokenCounter, load_counter
-from ..estimate import Estimator
-from ..exceptions import ConfigurationError, ContextTruncatedError
-from ..manager import ContextWindowManager, Fit
-from ..shapes import Format, Shape
-from ..templates import TEMPLATES, count_prompt_parts
-from ..turns import segment
+from ..accounting.templates import TEMPLATES, count_prompt_parts
+from ..core.adapters import shape_messages, shaper
+from ..core.edits._flags import describe_edits
+from ..core.exceptions import ConfigurationError, ContextTruncatedError
+from ..core.shapes import Format, Shape
+from ..core.turns import segment
+from ..pipeline.manager import ContextWindowManager, Fit
 from ._common import (
     EXAMPLE,
     CliError,

@@ -14,8 +14,8 @@ import json
 from importlib import resources
 from typing import Any
 
-from ..catalog import ModelInfo, lookup_model, resolve_model_info
-from ..discovery import discover_model_info
+from ..accounting.catalog import ModelInfo, lookup_model, resolve_model_info
+from ..accounting.discovery import discover_model_info
 from ._common import CliError, Output
 
 __all__ = ["register", "run"]

@@ -1,6 +1,6 @@
 """``windowguard plot EVENTS.jsonl [MORE.jsonl …] -o chart.png``: pressure over steps.
 
-Reads JSONL event files (what :class:`~windowguard.sinks.JsonlSink` writes, one run per
+Reads JSONL event files (what :class:`~windowguard.run.sinks.JsonlSink` writes, one run per
 file) and draws each run's provider-reported pressure per model call, with prunes,
 ``max_tokens`` shrinks, edits (``context_edited``: results clamped or cleared, call
 arguments cleared, turns summarized) and provider failures marked. Needs matplotlib.

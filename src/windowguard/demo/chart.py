@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..exceptions import ConfigurationError
+from ..core.exceptions import ConfigurationError
 
 __all__ = ["EDIT_MARKS", "PressureSeries", "draw_chart", "read_events", "series_from_events"]
 

@@ -19,12 +19,9 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from ..catalog import ModelInfo
-from ..edits.config import EditStage
-from ..emulator import Emulator, EmulatorRequest, Reply, ToolCall
-from ..emulator.scenarios import arguments_from_schema
-from ..emulator.server import DEFAULT_TOKENIZER
-from ..events import (
+from ..accounting.catalog import ModelInfo
+from ..core.edits.config import EditStage
+from ..core.events import (
     ContextEdited,
     ContextEmergencyShrink,
     ContextPressure,
@@ -34,11 +31,14 @@ from ..events import (
     ProviderErrorEvent,
     TranscriptPruned,
 )
-from ..exceptions import ConfigurationError, ContextTruncatedError
-from ..failures import Failure
-from ..loop import ToolLoop
-from ..manager import ContextWindowManager
-from ..providers.base import Provider
+from ..core.exceptions import ConfigurationError, ContextTruncatedError
+from ..core.failures import Failure
+from ..emulator import Emulator, EmulatorRequest, Reply, ToolCall
+from ..emulator.scenarios import arguments_from_schema
+from ..emulator.server import DEFAULT_TOKENIZER
+from ..pipeline.manager import ContextWindowManager
+from ..run.loop import ToolLoop
+from ..run.providers.base import Provider
 from .tools import project_tools
 
 __all__ = ["FLAVORS", "DemoAgent", "DemoOptions", "DemoRun", "run_demo", "run_scenario"]
@@ -202,12 +202,12 @@ Sink = Callable[[Event], None]
 
 def _provider(emulator: Emulator, options: DemoOptions) -> Provider:
     if options.flavor == "anthropic":
-        from ..providers.anthropic import AnthropicProvider
+        from ..run.providers.anthropic import AnthropicProvider
 
         return AnthropicProvider(
             MODEL, base_url=emulator.root_url, api_key="demo", prompt_caching=False
         )
-    from ..providers.openai import OpenAIChatProvider
+    from ..run.providers.openai import OpenAIChatProvider
 
     # OpenAI's /v1/models says nothing about windows; the served ones (vLLM, llama.cpp)
     # are discovered, as they would be in production.

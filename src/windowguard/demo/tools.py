@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from importlib import resources
 from typing import TYPE_CHECKING
 
-from ..tools import Tool
+from ..run.tools import Tool
 
 if TYPE_CHECKING:
     if sys.version_info >= (3, 11):

@@ -7,7 +7,7 @@ read, with a 400. Only then is the body read and parsed by :func:`parse_json`, w
 answers malformed JSON and JSON nested deeper than :data:`MAX_JSON_DEPTH` with a 400.
 
 Invariants:
-    * Every refusal is built by :mod:`windowguard.provider_errors`, in the flavour's
+    * Every refusal is built by :mod:`windowguard.core.provider_errors`, in the flavour's
       error shape.
     * Nothing here reads a socket: the handler reads exactly the declared length, and
       drains (reads and drops) an oversized body only after answering it.
@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .. import provider_errors
-from ..provider_errors import Flavor, WireError
+from ..core import provider_errors
+from ..core.provider_errors import Flavor, WireError
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",

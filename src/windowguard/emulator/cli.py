@@ -13,7 +13,7 @@ import threading
 from collections.abc import Sequence
 from typing import TextIO
 
-from ..exceptions import ConfigurationError
+from ..core.exceptions import ConfigurationError
 from .server import DEFAULT_TOKENIZER, Emulator
 
 __all__ = ["build_parser", "main"]

@@ -2,7 +2,7 @@
 
 Each count API is served in its real server's request, response and error shapes, and
 counts exactly what the emulator's chat endpoint counts for the same request
-(:func:`windowguard.templates.count_prompt` with the emulator's tokenizer and template:
+(:func:`windowguard.accounting.templates.count_prompt` with the emulator's tokenizer and template:
 tool schemas and the generation prompt included). Which APIs an emulator answers is
 its ``count_apis`` option; each flavour's native ones by default.
 
@@ -28,7 +28,7 @@ Text is counted the way those servers tokenize it: the template's control tokens
 (``<|im_start|>``, ``<|eot_id|>``, ``[INST]`` ...) are one token each when special
 tokens are parsed, and asking for special tokens adds the BOS a Llama 3 or Mistral
 vocabulary adds (a Qwen vocabulary adds none). So a prompt rendered with
-:func:`windowguard.templates.render_prompt` counts exactly as the chat endpoint does.
+:func:`windowguard.accounting.templates.render_prompt` counts exactly as the chat endpoint does.
 llama-server's ``/apply-template`` answers the rendering without that leading BOS, as
 the real server strips it (llama.cpp ``common/chat.cpp``) and its ``/tokenize`` adds it
 back with ``add_special``. Token ids in answers are placeholders (0): the emulator
@@ -45,11 +45,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .. import provider_errors
-from ..counters import TokenCounter
-from ..exceptions import ConfigurationError, WindowGuardError
-from ..provider_errors import Flavor, WireError
-from ..templates import count_prompt, render_prompt
+from ..accounting.counters import TokenCounter
+from ..accounting.templates import count_prompt, render_prompt
+from ..core import provider_errors
+from ..core.exceptions import ConfigurationError, WindowGuardError
+from ..core.provider_errors import Flavor, WireError
 from .flavors import anthropic as anthropic_flavor
 from .flavors._common import ParsedRequest
 from .flavors.gemini import gemini_error, parse_count_tokens_request
@@ -83,7 +83,7 @@ _NATIVE: Final[Mapping[str, tuple[str, ...]]] = {
     "anthropic": ("anthropic",),
 }
 _TOKENIZE_OWNERS: Final = ("vllm", "sglang", "llama-server", "tgi")
-# Control tokens of each template (windowguard.templates), one token each when parsed.
+# Control tokens of each template (windowguard.accounting.templates), one token each when parsed.
 _CONTROL: Final[Mapping[str, tuple[str, ...]]] = {
     "qwen": ("<|im_start|>", "<|im_end|>"),
     "llama3": ("<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"),

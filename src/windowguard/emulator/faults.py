@@ -26,7 +26,7 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ..exceptions import ConfigurationError
+from ..core.exceptions import ConfigurationError
 
 __all__ = ["Fault", "FaultPlan", "as_fault_plan", "parse_faults"]
 

@@ -3,7 +3,7 @@
 One pure function, :func:`enforce`, decides from the exact prompt count and the
 requested reply size either the reply budget the server would really generate with, or
 the error the server would really answer. The wire texts come from
-:mod:`windowguard.provider_errors` (the one place they live); this module only decides
+:mod:`windowguard.core.provider_errors` (the one place they live); this module only decides
 *which* error, following each server's own checks:
 
 * **openai** — ``max_tokens`` above the model's output cap is rejected; prompt plus
@@ -29,8 +29,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import provider_errors
-from ..provider_errors import Flavor, WireError
+from ..core import provider_errors
+from ..core.provider_errors import Flavor, WireError
 
 __all__ = ["Limits", "ReplyBudget", "enforce"]
 

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..exceptions import ConfigurationError
+from ..core.exceptions import ConfigurationError
 
 __all__ = [
     "SCENARIOS",

@@ -9,7 +9,7 @@ through the same steps, in the order real servers apply them:
 3. validation of the body in the flavour's wire format (400 in its JSON shape);
 4. exact prompt counting: the flavour's chat template rendered over the messages and
    tool schemas, counted with the configured tokenizer
-   (:func:`windowguard.templates.count_prompt`);
+   (:func:`windowguard.accounting.templates.count_prompt`);
 5. the flavour's window and output-cap checks (:mod:`.limits`);
 6. the policy's answer, cut to the reply budget, rendered as JSON or as a stream.
 
@@ -18,7 +18,7 @@ own API's way, they are counted with the same template and tokenizer as step 4.
 
 Invariants: the server never binds anything but the loopback address and refuses
 requests whose ``Host`` names another host; every refusal is built by
-:mod:`windowguard.provider_errors`; :meth:`Emulator.close` stops accepting, closes
+:mod:`windowguard.core.provider_errors`; :meth:`Emulator.close` stops accepting, closes
 open keep-alive connections and frees the port before it returns. A body is read only
 after its declared size is checked (:mod:`._body`): one above ``max_body_bytes`` gets a
 413 before any of it is read, and malformed or too deeply nested JSON a 400.
@@ -38,11 +38,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, get_args
 
-from .. import provider_errors
-from ..counters import TokenCounter, load_counter
-from ..exceptions import ConfigurationError, WindowGuardError
-from ..provider_errors import Flavor, WireError
-from ..templates import TEMPLATES, count_prompt
+from ..accounting.counters import TokenCounter, load_counter
+from ..accounting.templates import TEMPLATES, count_prompt
+from ..core import provider_errors
+from ..core.exceptions import ConfigurationError, WindowGuardError
+from ..core.provider_errors import Flavor, WireError
 from . import counting
 from ._body import DEFAULT_MAX_BODY_BYTES, BodyRefusal, declared_length, parse_json
 from .faults import FaultPlan, as_fault_plan
@@ -114,7 +114,7 @@ class Emulator:
     Args:
         flavor: ``"openai"``, ``"vllm"``, ``"llamacpp"`` or ``"anthropic"``.
         context_window: prompt plus reply, in tokens.
-        tokenizer: anything :func:`windowguard.counters.load_counter` accepts (an
+        tokenizer: anything :func:`windowguard.accounting.counters.load_counter` accepts (an
             encoding name, a ``.tiktoken`` or ``tokenizer.json`` path, a counter).
         max_output_tokens: the model's output cap (None: no cap beyond the window).
         api_key: when set, requests must carry it (``Authorization: Bearer`` or

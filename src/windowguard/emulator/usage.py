@@ -33,9 +33,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-from ..counters import TokenCounter
-from ..exceptions import ConfigurationError
-from ..templates import count_prompt_parts
+from ..accounting.counters import TokenCounter
+from ..accounting.templates import count_prompt_parts
+from ..core.exceptions import ConfigurationError
 
 __all__ = ["CACHE_MODES", "PrefixCache", "UsagePlan", "check_usage_plan"]
 
@@ -139,7 +139,7 @@ class PrefixCache:
 
         The shared prefix is the longest run of leading messages equal to a recent
         request's with the same tools; its size is the tool block plus what those
-        messages add (:func:`windowguard.templates.count_prompt_parts`), at most the
+        messages add (:func:`windowguard.accounting.templates.count_prompt_parts`), at most the
         prompt, in whole blocks, and 0 below the minimum.
 
         Args:

@@ -41,14 +41,14 @@ from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any
 
-from .._conversations import DEFAULT_MAX_CONVERSATIONS
-from ..catalog import ModelInfo
-from ..edits.config import EditStage
-from ..exceptions import ConfigurationError
-from ..manager import ContextWindowManager
-from ..providers._common import DEFAULT_DISCOVERY_TIMEOUT
-from ..prune import PruningPolicy
-from ..sinks import Sink
+from ..accounting.catalog import ModelInfo
+from ..core.edits.config import EditStage
+from ..core.exceptions import ConfigurationError
+from ..core.prune import PruningPolicy
+from ..pipeline.manager import ContextWindowManager
+from ..run._conversations import DEFAULT_MAX_CONVERSATIONS
+from ..run.providers._common import DEFAULT_DISCOVERY_TIMEOUT
+from ..run.sinks import Sink
 from ._apis import ANTHROPIC_MESSAGES, CHAT, RESPONSES, Api
 from ._core import Guard, GuardPassthrough, Send
 from ._streams import tap, tap_async

@@ -26,8 +26,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from ..exceptions import ConfigurationError, InvalidTranscriptError
-from ..manager import Fit
+from ..core.exceptions import ConfigurationError, InvalidTranscriptError
+from ..pipeline.manager import Fit
 
 __all__ = [
     "ANTHROPIC_MESSAGES",

@@ -2,9 +2,9 @@
 
 A :class:`Guard` holds what outlives one call: the options, the model limits and count
 API found per (endpoint, model), and the conversations
-(:class:`~windowguard._conversations.ConversationStore`, one per endpoint and model,
+(:class:`~windowguard.run._conversations.ConversationStore`, one per endpoint and model,
 each bounded by ``max_conversations``). The (endpoint, model) pairs are bounded too
-(:class:`~windowguard._conversations.ConversationStores`, ``max_models``, LRU): a model
+(:class:`~windowguard.run._conversations.ConversationStores`, ``max_models``, LRU): a model
 name can come from a client (the proxy), and a client cycling names must not grow
 memory. A guarded client, its ``with_options`` copies
 and its ``conversation(key)`` views share one Guard.
@@ -38,7 +38,16 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Generic, TypeVar
 
-from .._conversations import (
+from ..accounting.catalog import ModelInfo
+from ..accounting.remote import RemoteCounter
+from ..accounting.usage import prompt_tokens_from_usage
+from ..core.edits.config import EditStage
+from ..core.events import Event, GuardPassthrough
+from ..core.exceptions import ConfigurationError
+from ..core.gauge import ContextGauge
+from ..core.prune import PruningPolicy
+from ..pipeline.manager import ContextWindowManager, Fit
+from ..run._conversations import (
     DEFAULT_MAX_MODELS,
     DEFAULT_TTL_SECONDS,
     Conversation,
@@ -47,18 +56,9 @@ from .._conversations import (
     ManagerOptions,
     head_key,
 )
-from ..accounting.remote import RemoteCounter
-from ..accounting.usage import prompt_tokens_from_usage
-from ..catalog import ModelInfo
-from ..edits.config import EditStage
-from ..events import Event, GuardPassthrough
-from ..exceptions import ConfigurationError
-from ..gauge import ContextGauge
-from ..manager import ContextWindowManager, Fit
-from ..providers._common import CounterSource, ModelInfoSource, is_default_host
-from ..prune import PruningPolicy
-from ..retry import REACTIVE_SAFETY_TOKENS
-from ..sinks import Sink, as_sinks, emit
+from ..run.providers._common import CounterSource, ModelInfoSource, is_default_host
+from ..run.retry import REACTIVE_SAFETY_TOKENS
+from ..run.sinks import Sink, as_sinks, emit
 from ._apis import Api, Request, fitted_kwargs, parse, server_state
 
 __all__ = ["Guard", "GuardPassthrough", "Send"]
@@ -133,7 +133,7 @@ class Guard:
         strict: raise on damaged transcripts instead of passing them on.
         manager: a template manager, copied per conversation (excludes ``model_info``,
             ``safety``, ``pruning``, ``strict`` and ``edits``: see
-            :class:`~windowguard._conversations.ManagerOptions`).
+            :class:`~windowguard.run._conversations.ManagerOptions`).
         max_conversations: conversations kept per endpoint and model (LRU).
         discover: ask the endpoint for its window and count API (None: unless it is the
             vendor's own host).
@@ -294,7 +294,7 @@ class Guard:
         """Fit a request in its conversation (a remote count, if any, is made here).
 
         Fits of one conversation run one at a time (see
-        :meth:`~windowguard._conversations.Conversation.prepare`).
+        :meth:`~windowguard.run._conversations.Conversation.prepare`).
 
         Raises:
             ContextTruncatedError: it cannot fit; nothing may be sent.
@@ -309,7 +309,7 @@ class Guard:
         concurrent fit of the same conversation (another task's, another loop's or
         thread's) waits for this one, and this one for it. With ``offload`` the fit's
         own work runs on a worker thread (a large request: see
-        :meth:`~windowguard._conversation.Conversation.aprepare`)."""
+        :meth:`~windowguard.run._conversation.Conversation.aprepare`)."""
         fitted = await conversation.aprepare(
             request.messages, offload=offload, **request.fit_options()
         )
@@ -332,7 +332,7 @@ class Guard:
 
         ``send.failed`` must have been given the refusal first (the manager observed
         the overflow: a smaller window it stated, an exact count it gave). The refit
-        uses the reactive safety margin (:data:`~windowguard.retry.REACTIVE_SAFETY_TOKENS`);
+        uses the reactive safety margin (:data:`~windowguard.run.retry.REACTIVE_SAFETY_TOKENS`);
         ``send.fit`` and ``send.kwargs`` become the refit's, and the usage that comes back
         is still fed to the same send (the refit keeps its number).
 
@@ -420,7 +420,7 @@ class Send:
         """Feed a reported usage back to the conversation, and measure the pressure.
 
         The report is kept only while this send is the conversation's latest fit (see
-        :meth:`~windowguard._conversations.Conversation.record`): a concurrent branch's
+        :meth:`~windowguard.run._conversations.Conversation.record`): a concurrent branch's
         or a late stream's usage never measures another request.
         """
         try:

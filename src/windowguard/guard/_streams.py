@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
-from ..adapters._common import field
+from ..core.adapters._common import field
 
 __all__ = ["stream_usage", "tap", "tap_async"]
 
@@ -36,7 +36,7 @@ def stream_usage(event: object) -> object | None:
     """The usage an OpenAI, Anthropic or Responses stream event reports, if any.
 
     ``event`` is an SDK event object or a decoded JSON event (the proxy's): both are read
-    with :func:`~windowguard.adapters._common.field`. OpenAI Chat Completions: a chunk's
+    with :func:`~windowguard.core.adapters._common.field`. OpenAI Chat Completions: a chunk's
     ``usage`` (the last chunk, when ``stream_options.include_usage`` asked for it);
     Anthropic: ``message_start``'s ``message.usage`` (the prompt's count is final once the
     request is accepted); Responses: ``response.completed`` / ``response.incomplete``'s

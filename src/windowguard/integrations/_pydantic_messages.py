@@ -26,8 +26,8 @@ from typing import Any, cast
 from pydantic_ai import messages as _messages
 from pydantic_ai.tools import ToolDefinition
 
-from ..exceptions import ConfigurationError
-from ..manager import Fit
+from ..core.exceptions import ConfigurationError
+from ..pipeline.manager import Fit
 from ._sent import align, call_arguments
 
 __all__ = ["ModelMessage", "read", "sent_messages", "to_openai_chat", "tool_dicts"]

@@ -20,7 +20,7 @@ copy of it with the edited content (a tool result's ``content``, a call's argume
 Invariants: the sent messages are in the dicts' order (the manager keeps order), so a
 copy is matched to the first dict at or after the previous match with its role and ids;
 every sent message is matched or is a user message; anything else raises
-:class:`~windowguard.exceptions.WindowGuardError` rather than sending a message in the
+:class:`~windowguard.core.exceptions.WindowGuardError` rather than sending a message in the
 wrong place.
 """
 
@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..exceptions import WindowGuardError
+from ..core.exceptions import WindowGuardError
 
 __all__ = ["align", "call_arguments"]
 

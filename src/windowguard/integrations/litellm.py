@@ -30,7 +30,7 @@ Invariants:
 - Fits of one conversation run one at a time (:func:`acompletion` and the logger
   await their turn, never blocking the event loop), and usage is fed back only to the
   request it answers: each fitted send gets a number unique in the process
-  (:meth:`~windowguard._conversations.Conversation.prepare`), and a
+  (:meth:`~windowguard.run._conversations.Conversation.prepare`), and a
   report (from the response, the stream's last chunk or a logger callback, which
   LiteLLM may run after the next send began) is recorded only while its send is still
   the conversation's latest. A send that failed or reported no
@@ -39,9 +39,9 @@ Invariants:
 - The window comes from ``model_info=`` (a :class:`~windowguard.ModelInfo`), else the
   windowguard catalog for the model name (a provider prefix like ``openai/`` is
   looked through), else LiteLLM's bundled model map, else the conservative fallback.
-- Per-conversation state lives in a :class:`~windowguard._conversations.ConversationStore`
+- Per-conversation state lives in a :class:`~windowguard.run._conversations.ConversationStore`
   per model (and ``model_info``), keyed by the model and the head. The models are
-  bounded too (a :class:`~windowguard._conversations.ConversationStores` of 256, as
+  bounded too (a :class:`~windowguard.run._conversations.ConversationStores` of 256, as
   ``wg.guard``, least recently used forgotten first): a caller cycling model names
   cannot grow memory.
 """
@@ -60,7 +60,14 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         'windowguard.integrations.litellm needs LiteLLM: pip install "windowguard[litellm]"'
     ) from exc
 
-from .._conversations import (
+from ..accounting.catalog import ModelInfo
+from ..core.edits.config import EditStage, check_edits
+from ..core.exceptions import ConfigurationError
+from ..core.prune import PruningPolicy
+from ..core.shrink import DEFAULT_SAFETY_BUFFER
+from ..guard._apis import asking_for_usage
+from ..pipeline.manager import ContextWindowManager, Fit
+from ..run._conversations import (
     DEFAULT_MAX_CONVERSATIONS,
     DEFAULT_TTL_SECONDS,
     Conversation,
@@ -70,14 +77,7 @@ from .._conversations import (
     ManagerOptions,
     head_key,
 )
-from ..catalog import ModelInfo
-from ..edits.config import EditStage, check_edits
-from ..exceptions import ConfigurationError
-from ..guard._apis import asking_for_usage
-from ..manager import ContextWindowManager, Fit
-from ..prune import PruningPolicy
-from ..shrink import DEFAULT_SAFETY_BUFFER
-from ..sinks import Sink, as_sinks, emit
+from ..run.sinks import Sink, as_sinks, emit
 
 __all__ = ["LiteLLMGuard", "WindowGuardLogger", "acompletion", "completion"]
 

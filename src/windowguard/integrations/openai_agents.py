@@ -46,11 +46,11 @@ Invariants:
   call was overtaken by another run's fit of the same head feeds nothing back), and
   ``on_llm_end`` records only while ``Conversation.is_latest``. A call that failed
   reports nothing, so the next fit says ``NO_USAGE``.
-- Per-conversation state lives in a :class:`~windowguard._conversations.ConversationStore`
+- Per-conversation state lives in a :class:`~windowguard.run._conversations.ConversationStore`
   per model, keyed by the run's head (instructions + first user input): a run's calls
   share one conversation, and different runs (or agents, whose instructions differ)
   get their own. The models are bounded too (a
-  :class:`~windowguard._conversations.ConversationStores` of 256, as ``wg.guard``, least
+  :class:`~windowguard.run._conversations.ConversationStores` of 256, as ``wg.guard``, least
   recently used forgotten first): a caller cycling model names cannot grow memory.
 
 Not fitted: server-side state. With ``previous_response_id`` /
@@ -81,7 +81,14 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         'pip install "windowguard[openai-agents]"'
     ) from exc
 
-from .._conversations import (
+from ..accounting.catalog import ModelInfo
+from ..accounting.usage import prompt_tokens_from_usage
+from ..core.edits.config import EditStage
+from ..core.exceptions import ConfigurationError, ContextTruncatedError, InvalidTranscriptError
+from ..core.gauge import ContextGauge
+from ..core.prune import PruningPolicy
+from ..pipeline.manager import ContextWindowManager
+from ..run._conversations import (
     DEFAULT_MAX_CONVERSATIONS,
     DEFAULT_TTL_SECONDS,
     Conversation,
@@ -91,14 +98,7 @@ from .._conversations import (
     ManagerOptions,
     head_key,
 )
-from ..accounting.usage import prompt_tokens_from_usage
-from ..catalog import ModelInfo
-from ..edits.config import EditStage
-from ..exceptions import ConfigurationError, ContextTruncatedError, InvalidTranscriptError
-from ..gauge import ContextGauge
-from ..manager import ContextWindowManager
-from ..prune import PruningPolicy
-from ..sinks import Sink, as_sinks, emit
+from ..run.sinks import Sink, as_sinks, emit
 
 __all__ = ["ContextWindowFilter", "ContextWindowHooks", "call_model_input_filter"]
 

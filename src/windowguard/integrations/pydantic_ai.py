@@ -42,10 +42,10 @@ Invariants:
   attempt against the attempt's own send (or nothing, when the attempt failed); the
   processor takes the usage of the ``ModelResponse`` that directly follows the last
   message of the conversation's latest send, and ``NO_USAGE`` otherwise.
-- Per-conversation state lives in a :class:`~windowguard._conversations.ConversationStore`
+- Per-conversation state lives in a :class:`~windowguard.run._conversations.ConversationStore`
   per model name, keyed by the head, the model name and pydantic-ai's
   ``conversation_id``. The model names are bounded too (a
-  :class:`~windowguard._conversations.ConversationStores` of 256, as ``wg.guard``, least
+  :class:`~windowguard.run._conversations.ConversationStores` of 256, as ``wg.guard``, least
   recently used forgotten first): a caller cycling model names cannot grow memory.
 """
 
@@ -69,7 +69,13 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         'pip install "windowguard[pydantic-ai]"'
     ) from exc
 
-from .._conversations import (
+from ..accounting.catalog import ModelInfo
+from ..core.edits.config import EditStage
+from ..core.exceptions import ConfigurationError
+from ..core.prune import PruningPolicy
+from ..core.shrink import DEFAULT_SAFETY_BUFFER
+from ..pipeline.manager import ContextWindowManager, Fit
+from ..run._conversations import (
     DEFAULT_MAX_CONVERSATIONS,
     DEFAULT_TTL_SECONDS,
     Conversation,
@@ -79,13 +85,7 @@ from .._conversations import (
     ManagerOptions,
     head_key,
 )
-from ..catalog import ModelInfo
-from ..edits.config import EditStage
-from ..exceptions import ConfigurationError
-from ..manager import ContextWindowManager, Fit
-from ..prune import PruningPolicy
-from ..shrink import DEFAULT_SAFETY_BUFFER
-from ..sinks import Sink, as_sinks, emit
+from ..run.sinks import Sink, as_sinks, emit
 from ._pydantic_messages import ModelMessage, read, sent_messages, tool_dicts
 from ._pydantic_messages import to_openai_chat as to_openai_chat
 

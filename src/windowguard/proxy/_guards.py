@@ -3,7 +3,7 @@
 A JSON request body is exactly the keyword arguments of the SDK call it stands for, so
 the proxy fits it with :class:`windowguard.guard._core.Guard`: ``Guard.request`` reads
 it, ``Guard.aconversation_for`` finds its conversation (keyed by its head, in a
-:class:`~windowguard._conversations.ConversationStore` per model), ``Guard.afit`` fits
+:class:`~windowguard.run._conversations.ConversationStore` per model), ``Guard.afit`` fits
 it on the event loop (a remote count, when one is needed, is awaited), and the returned
 ``Send`` feeds the usage back or learns from a refusal.
 
@@ -31,12 +31,12 @@ from collections.abc import Iterable
 
 import httpx2
 
+from ..accounting.catalog import ModelInfo
 from ..accounting.remote import RemoteCounter
-from ..catalog import ModelInfo
-from ..events import Event
+from ..core.events import Event
 from ..guard._apis import ANTHROPIC_MESSAGES, Api
 from ..guard._core import Guard
-from ..sinks import Sink
+from ..run.sinks import Sink
 from .config import ProxyConfig, UpstreamInfo
 
 __all__ = ["ProxyGuards", "UpstreamRefusal"]

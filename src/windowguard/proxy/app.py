@@ -61,12 +61,12 @@ from starlette.requests import Request as HttpRequest
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from ..events import Event, ProviderErrorEvent, ProxyRefused
-from ..exceptions import ContextTruncatedError, WindowGuardError
-from ..failures import Failure, FailureKind, classify_failure
+from ..core.events import Event, ProviderErrorEvent, ProxyRefused
+from ..core.exceptions import ContextTruncatedError, WindowGuardError
+from ..core.failures import Failure, FailureKind, classify_failure
 from ..guard._apis import ANTHROPIC_MESSAGES, CHAT, RESPONSES, Api
 from ..guard._core import Send
-from ..sinks import Sink
+from ..run.sinks import Sink
 from ._guards import ProxyGuards, UpstreamRefusal
 from ._http import (
     ClientGone,

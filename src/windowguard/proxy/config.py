@@ -2,7 +2,7 @@
 
 :func:`discover_upstream` runs once at startup: it finds the model the upstream serves
 (``--model``, else the first ``GET /v1/models`` lists), asks the upstream what window it
-serves that model with (:func:`windowguard.discovery.discover_model_info`), looks the
+serves that model with (:func:`windowguard.accounting.discovery.discover_model_info`), looks the
 model up in the catalog, and finds the upstream's token-count endpoint
 (:func:`windowguard.accounting.remote.discover_counter`). Both discoveries are cached
 per (endpoint, model), so the guard's own per-model lookups later find the same answers.
@@ -30,15 +30,15 @@ from urllib.parse import urlsplit
 
 import httpx2
 
-from .._edit_flags import edit_stages as stages_from_flags
+from ..accounting.catalog import ModelInfo, lookup_model, resolve_model_info
+from ..accounting.discovery import discover_model_info
 from ..accounting.local import TEMPLATE_OF
 from ..accounting.remote import RemoteCounter, discover_counter
-from ..catalog import ModelInfo, lookup_model, resolve_model_info
-from ..discovery import discover_model_info
-from ..edits.config import EditStage
-from ..exceptions import ConfigurationError
-from ..spill import SpillStore
-from ..templates import TEXT_TEMPLATES
+from ..accounting.templates import TEXT_TEMPLATES
+from ..core.edits._flags import edit_stages as stages_from_flags
+from ..core.edits.config import EditStage
+from ..core.exceptions import ConfigurationError
+from ..run.spill import SpillStore
 
 __all__ = [
     "DEFAULT_PORT",

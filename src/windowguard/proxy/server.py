@@ -26,9 +26,9 @@ from typing import IO, Any
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from .._edit_flags import describe_edits
-from ..exceptions import ConfigurationError
-from ..sinks import JsonlSink, OpenTelemetrySink, Sink
+from ..core.edits._flags import describe_edits
+from ..core.exceptions import ConfigurationError
+from ..run.sinks import JsonlSink, OpenTelemetrySink, Sink
 from .app import create_app
 from .config import ProxyConfig, UpstreamInfo, discover_upstream
 

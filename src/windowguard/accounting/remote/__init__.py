@@ -52,7 +52,7 @@ What each count includes, and why it equals the chat endpoint's ``prompt_tokens`
   parsed (``tokenize(..., special=True)``) but *with* ``add_bos=True``, while the chat
   handler tokenizes the rendered template with ``add_bos=False`` (Jinja2ChatFormatter
   sets ``added_special``). The client renders the prompt with
-  :func:`windowguard.templates.render_prompt` and subtracts what the server adds to
+  :func:`windowguard.accounting.templates.render_prompt` and subtracts what the server adds to
   every text (the count of ``""``, asked once).
 * TGI: ``/chat_tokenize`` is ``try_into_generate`` (the chat path's template and tool
   prompt) tokenized with ``add_special_tokens: false``, as chat requests are.

@@ -1,6 +1,6 @@
 """The HTTP half of a remote count: one deadline, a worker thread, honest errors.
 
-Plain standard-library HTTP (``http.client``), like :mod:`windowguard.discovery`: every
+Plain standard-library HTTP (``http.client``), like :mod:`windowguard.accounting.discovery`: every
 socket wait ends at the count's deadline, redirects are never followed, bodies are
 bounded, and the request runs on a daemon thread the caller stops waiting for at the
 deadline -- so even a server that accepts and never answers (or a hung DNS lookup)
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-from ...exceptions import ConfigurationError
-from ...templates import render_prompt
+from ...core.exceptions import ConfigurationError
+from ..templates import render_prompt
 from ._convert import Unconvertible, chat_messages, chat_tools
 from ._types import CountQuery, DeadlineError, Json, RemoteCountError
 
@@ -330,7 +330,7 @@ def ensure_template(template: object, *, required: bool) -> str | None:
 
 def holds_media(query: CountQuery) -> bool:
     """Whether the query's messages hold an image, audio clip or document."""
-    from ...adapters import shape_messages
+    from ...core.adapters import shape_messages
 
     try:
         shaped = shape_messages(query.messages, format=query.format)

@@ -60,7 +60,7 @@ class SGLangTokenizeCounter(Counter):
     Current SGLang (``entrypoints/openai/protocol.py`` ``TokenizeRequest``: exactly one
     of ``prompt`` or ``messages``, plus ``tools``) templates ``messages`` the way its chat
     endpoint does; releases before that take ``prompt`` text only. With ``template=``
-    the prompt is rendered here (:func:`windowguard.templates.render_prompt`) and sent as
+    the prompt is rendered here (:func:`windowguard.accounting.templates.render_prompt`) and sent as
     ``prompt`` with ``add_special_tokens: false`` (the template writes its own BOS).
     Answer ``{"tokens", "count", "max_model_len"}``; errors are a flat
     ``{"object": "error", "message", "type", "param", "code"}``.

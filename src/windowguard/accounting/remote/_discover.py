@@ -1,7 +1,7 @@
 """Which count API a server offers: one cheap probe per API, cached.
 
 Each probe is a one-message count through the counter itself, all probes sharing one
-deadline on a daemon thread (as :mod:`windowguard.discovery` does), so discovery never
+deadline on a daemon thread (as :mod:`windowguard.accounting.discovery` does), so discovery never
 raises for what a server does and never outlives ``timeout``.
 """
 
@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-from ...exceptions import ConfigurationError
+from ...core.exceptions import ConfigurationError
 from ._client import Counter, ensure_template, post, root_of
 from ._counters import (
     AnthropicCountTokens,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from ...exceptions import WindowGuardError
-from ...shapes import Format
+from ...core.exceptions import WindowGuardError
+from ...core.shapes import Format
 
 __all__ = ["CountQuery", "DeadlineError", "Json", "RemoteCountError", "RemoteCounter"]
 

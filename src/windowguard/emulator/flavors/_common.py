@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...counters import TokenCounter
+from ...accounting.counters import TokenCounter
 from ..scenarios import Reply, ToolCall, ToolSpec
 
 __all__ = [

@@ -21,8 +21,8 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ... import provider_errors
-from ...provider_errors import WireError
+from ...core import provider_errors
+from ...core.provider_errors import WireError
 from ..scenarios import ToolSpec
 from ._common import Answer, ParsedRequest, pieces, sse
 

@@ -28,7 +28,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ...provider_errors import WireError
+from ...core.provider_errors import WireError
 from ._common import ParsedRequest
 
 __all__ = ["gemini_error", "parse_count_tokens_request"]

@@ -9,7 +9,7 @@ Validation follows OpenAI's own checks and wording (its API reference and the er
 returns): a missing ``messages``, an unknown role, a ``tool`` message that answers no
 call of the assistant message right before it, and an assistant ``tool_calls`` message
 whose calls are not all answered are rejected. The error *shape* is the flavour's (via
-:func:`windowguard.provider_errors.invalid_request_error`).
+:func:`windowguard.core.provider_errors.invalid_request_error`).
 
 Streaming: the first chunk carries the role, then text deltas, then each tool call (id
 and name first, then argument pieces), then a chunk with ``finish_reason``; with
@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ... import provider_errors
-from ...provider_errors import Flavor, WireError
+from ...core import provider_errors
+from ...core.provider_errors import Flavor, WireError
 from ..scenarios import ToolSpec
 from ._common import Answer, ParsedRequest, pieces, sse
 

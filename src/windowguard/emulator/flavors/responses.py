@@ -43,8 +43,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from ... import provider_errors
-from ...provider_errors import WireError
+from ...core import provider_errors
+from ...core.provider_errors import WireError
 from ..scenarios import ToolSpec
 from ._common import ParsedRequest
 from .openai import parse_chat_request

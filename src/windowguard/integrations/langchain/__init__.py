@@ -28,7 +28,7 @@ Invariants:
   newest turn are always kept.
 - A request that cannot fit raises :class:`~windowguard.ContextTruncatedError` before
   the model is called: no HTTP request is made.
-- Each conversation (keyed by its head and model, see :mod:`windowguard._conversations`)
+- Each conversation (keyed by its head and model, see :mod:`windowguard.run._conversations`)
   has its own manager; the ``usage_metadata.input_tokens`` of each reply is fed back as
   the next fit's ``last_usage``, and only to the send it answers: fits of one
   conversation run one at a time, each is numbered (``Conversation.prepare``), and its

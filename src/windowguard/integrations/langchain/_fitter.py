@@ -15,7 +15,7 @@ Invariants:
   as it is fitted, and a reply's usage is recorded only for its own send, while that
   send is still the conversation's latest fit.
 - The served models (name, base URL) are bounded: a
-  :class:`~windowguard._conversations.ConversationStores` keeps 256 (as ``wg.guard``),
+  :class:`~windowguard.run._conversations.ConversationStores` keeps 256 (as ``wg.guard``),
   least recently used forgotten first (its conversations' next sends start new runs),
   so a caller cycling model names cannot grow memory. A model's discovery runs outside
   every lock.
@@ -37,17 +37,17 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.messages.utils import convert_to_openai_messages
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from ..._conversations import (
+from ...core.exceptions import ConfigurationError
+from ...core.gauge import ContextGauge
+from ...pipeline.manager import ContextWindowManager, Fit
+from ...run._conversations import (
     Conversation,
     ConversationStore,
     ConversationStores,
     ManagerOptions,
     head_key,
 )
-from ...exceptions import ConfigurationError
-from ...gauge import ContextGauge
-from ...manager import ContextWindowManager, Fit
-from ...sinks import Sink, as_sinks, emit
+from ...run.sinks import Sink, as_sinks, emit
 from .._sent import align, call_arguments
 
 _MAX_TOKENS_KEYS = ("max_completion_tokens", "max_tokens")

@@ -17,16 +17,16 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 
-from ..._conversations import (
+from ...accounting.catalog import ModelInfo
+from ...core.edits.config import EditStage
+from ...core.exceptions import ConfigurationError
+from ...core.prune import PruningPolicy
+from ...pipeline.manager import ContextWindowManager
+from ...run._conversations import (
     DEFAULT_MAX_CONVERSATIONS,
     ManagerOptions,
 )
-from ...catalog import ModelInfo
-from ...edits.config import EditStage
-from ...exceptions import ConfigurationError
-from ...manager import ContextWindowManager
-from ...prune import PruningPolicy
-from ...sinks import Sink
+from ...run.sinks import Sink
 from ._fitter import Fitter, input_tokens, requested_max_tokens, thread_id
 
 

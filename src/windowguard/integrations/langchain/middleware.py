@@ -20,16 +20,16 @@ from langchain.agents.middleware.types import (
 )
 from langchain_core.messages import AnyMessage, BaseMessage
 
-from ..._conversations import (
+from ...accounting.catalog import ModelInfo
+from ...core.edits.config import EditStage
+from ...core.prune import PruningPolicy
+from ...pipeline.manager import ContextWindowManager
+from ...run._conversations import (
     DEFAULT_MAX_CONVERSATIONS,
     Conversation,
     ManagerOptions,
 )
-from ...catalog import ModelInfo
-from ...edits.config import EditStage
-from ...manager import ContextWindowManager
-from ...prune import PruningPolicy
-from ...sinks import Sink
+from ...run.sinks import Sink
 from ._fitter import Fitter, input_tokens, requested_max_tokens, thread_id
 
 
