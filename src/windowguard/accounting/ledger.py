@@ -50,19 +50,33 @@ Invariants:
       upper count, never below;
     * entries are only ever appended; spans and bases survive a rebuild only while their
       messages are all still there, contiguous and in order.
+
+Layout: this module holds :class:`Ledger`'s readings of a request (:meth:`Ledger.count`,
+:meth:`Ledger.members`, :meth:`Ledger.gap`) and its attribution of reports
+(:meth:`Ledger.observe`); the values they work with (:class:`Entry`, :class:`Span`, a
+base's key, costs and value, what a count and a report return) are in
+:mod:`._ledger_types`, and the bookkeeping (the entries, the sorted spans, the bases
+and the prefix sums over them) in :mod:`._ledger_book`.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-import operator
 from bisect import bisect_left, bisect_right
-from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
-from typing import Any, Final
+from collections.abc import Hashable
+from typing import Final
 
-from ..core.shapes import Shape
+from ._ledger_book import LedgerBook
+from ._ledger_book import leave_room as leave_room
+from ._ledger_types import BaseCosts as BaseCosts
+from ._ledger_types import BaseKey as BaseKey
+from ._ledger_types import BaseValue as BaseValue
+from ._ledger_types import Entry as Entry
+from ._ledger_types import Factors as Factors
+from ._ledger_types import Observation as Observation
+from ._ledger_types import RequestCount as RequestCount
+from ._ledger_types import Span as Span
 
 __all__ = [
     "REWRITES_HISTORY",
@@ -82,490 +96,17 @@ REWRITES_HISTORY: Final = frozenset({"qwen", "claude"})
 """Families whose templates shorten earlier turns when a new user message arrives."""
 
 
-def leave_room(items: list[Any]) -> None:
-    """Give a list that was just extended at once room to grow.
-
-    ``list.extend`` by many items allocates exactly, so the next send's append would
-    copy the whole list; one append (which over-allocates by an eighth) and a pop leave
-    the room, once per rebuild.
-    """
-    if items:
-        items.append(items[-1])
-        items.pop()
-
-
-class Entry:
-    """One message of the transcript with what is known about its cost.
-
-    Attributes:
-        message: the caller's own message object (kept so its id stays valid).
-        shape: its shape.
-        raw: the heuristic's raw estimate (always known, cheap).
-        bound: a guaranteed upper bound of the tokens it adds to a prompt.
-        local: the exact local template count, once asked for.
-        opaque: it may stand for tokens it does not show (a reasoning item, an item
-            reference): reports over it never calibrate, and their excess is hidden.
-    """
-
-    __slots__ = ("bound", "local", "message", "opaque", "origin", "raw", "shape")
-
-    def __init__(self, message: object, shape: Shape, raw: int, bound: int) -> None:
-        self.message = message
-        self.origin = message
-        """The caller's own message this entry stands for (``message`` is an edited copy
-        of it when an edit stage replaced its content)."""
-        self.shape = shape
-        self.raw = raw
-        self.bound = max(bound, raw) if bound >= 0 else raw
-        self.local: int | None = None
-        self.opaque = shape.reasoning or shape.kind == "other"
-
-    @property
-    def estimate(self) -> int:
-        """The best raw estimate: the local exact count when known, else the heuristic."""
-        return self.raw if self.local is None else self.local
-
-
-class Span:
-    """Messages ``[start, stop)`` measured together.
-
-    Attributes:
-        total: the measured tokens of the members (a base's share, when the base was
-            measured with them, is kept apart in its :class:`BaseValue`).
-        hidden: the part of ``total`` their visible content cannot account for.
-        holder: the member that holds ``hidden`` (-1: none).
-        base_key: the base measured together with them, if any.
-        share: the base's share of that report (0 without a base): ``total`` is the
-            members' cost only together with that base, and ``total + share`` the most
-            they can cost whatever the request holds besides.
-        exact: False when ``total`` is an upper bound taken instead of the report's
-            difference (a template that rewrites history).
-    """
-
-    __slots__ = ("base_key", "exact", "hidden", "holder", "share", "start", "stop", "total")
-
-    def __init__(
-        self,
-        start: int,
-        stop: int,
-        total: int,
-        *,
-        hidden: int = 0,
-        holder: int = -1,
-        base_key: Hashable | None = None,
-        share: int = 0,
-        exact: bool = True,
-    ) -> None:
-        self.start = start
-        self.stop = stop
-        self.total = total
-        self.hidden = hidden
-        self.holder = holder
-        self.base_key = base_key
-        self.share = share
-        self.exact = exact
-
-    def __repr__(self) -> str:
-        return f"Span([{self.start}, {self.stop}), total={self.total}, hidden={self.hidden})"
-
-
-@dataclass(frozen=True, slots=True)
-class Factors:
-    """The run's calibration factors: one for heuristic estimates (ADR-107's, seeded
-    above 1) and one for local exact counts (seeded at 1): each grows only from what the
-    reports say about its own estimates, so a heuristic under-count never inflates what
-    an exact tokenizer counted."""
-
-    heuristic: float
-    local: float
-
-    def apply(self, heuristic_raw: int, local_raw: int) -> int:
-        """The calibrated tokens of a heuristic and a local estimate."""
-        return math.ceil(heuristic_raw * self.heuristic) + math.ceil(local_raw * self.local)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BaseCosts:
-    """What a request's base costs besides what the ledger measured: framing, system and
-    tools (``fixed_*``, from :class:`~windowguard.pipeline._transcript.Fixed`; ``fixed_local`` None
-    until counted exactly), the head's messages (taken from the entries) and the summary
-    sent after the head, if any (``summary_*``: its estimate, bound and local count, like
-    a head message's)."""
-
-    fixed_raw: int
-    fixed_bound: int
-    fixed_local: int | None = None
-    summary_raw: int = 0
-    summary_bound: int = 0
-    summary_local: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class BaseKey:
-    """Names a request's base.
-
-    Attributes:
-        fixed: the framing, system argument and tools, by content.
-        head: the head's entries themselves: compared by identity, and kept alive by the
-            key, so no later entry can take an address a measured head had (an ``id``
-            would be reused once its entry was freed, and a different head would inherit
-            the old one's measurement).
-        summary: the summary sent after the head, by its text (None without one).
-    """
-
-    fixed: Hashable
-    head: tuple[Entry, ...]
-    summary: Hashable = None
-
-
-@dataclass(frozen=True, slots=True)
-class BaseValue:
-    """A base's tokens: exact when ``span`` is None; else its share of a span measured
-    together with messages (exact with the whole span, a share alone)."""
-
-    tokens: int
-    span: Span | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RequestCount:
-    """What the ledger knows of one request.
-
-    Attributes:
-        best: exact where measured, estimates elsewhere (calibrated).
-        upper: exact where measured, local counts (calibrated) or bounds elsewhere.
-        measured: the part counted exactly (whole spans, an exact base).
-        exact: ``measured`` is the whole request.
-        raw: the heuristic's raw estimate of the unmeasured part.
-        local: the local counts of the unmeasured part.
-    """
-
-    best: int
-    upper: int
-    measured: int
-    exact: bool
-    raw: int
-    local: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Observation:
-    """What one report or remote count taught the ledger.
-
-    Attributes:
-        total: the reported (or counted) prompt tokens.
-        known: how much of it was known exactly before.
-        measured: the tokens newly attributed (``total - known``, or the upper bound
-            taken instead when the template may have rewritten history).
-        hidden: the part of ``measured`` the visible content cannot account for.
-        estimate_raw: the heuristic's raw estimate of what was newly measured.
-        estimate_local: the local exact count of what was newly measured.
-        calibrates: whether calibration may learn from it (no opaque item, nothing
-            hidden, not an upper bound).
-        messages: how many messages the new span holds.
-        with_base: whether the base was measured in it.
-        drift: for a request known exactly already, ``total - known``.
-    """
-
-    total: int
-    known: int
-    measured: int
-    hidden: int
-    estimate_raw: int
-    estimate_local: int
-    calibrates: bool
-    messages: int
-    with_base: bool
-    drift: int = 0
-
-
-_RAW: Final = operator.attrgetter("raw")
-_BOUND: Final = operator.attrgetter("bound")
-
-
-class Ledger:
+class Ledger(LedgerBook):
     """Per-run measured costs, aligned with the manager's entries.
 
-    Entry-level prefix sums (over every entry, measured or not) hold the heuristic raw
-    estimates and bounds of entries not counted locally, and the local counts of those
-    that were; they change only when an entry is counted locally. Spans are a sorted
-    list with span-level prefix sums of their totals and sizes.
+    Its entries, spans and bases, and the prefix sums over them, are kept by
+    :class:`~windowguard.accounting._ledger_book.LedgerBook`; a ledger reads requests'
+    counts off them and attributes reports to them.
     """
 
-    __slots__ = (
-        "_bnd",
-        "_dirty",
-        "_loc",
-        "_opq",
-        "_raw",
-        "_span_dirty",
-        "bases",
-        "entries",
-        "keyed",
-        "span_bnd",
-        "span_inexact",
-        "span_loc",
-        "span_n",
-        "span_raw",
-        "span_run",
-        "span_starts",
-        "span_total",
-        "spans",
-        "version",
-    )
-
-    def __init__(self) -> None:
-        self.entries: list[Entry] = []
-        self.bases: dict[Hashable, BaseValue] = {}
-        # entry prefixes: raw / bound of entries without a local count, local counts,
-        # opaque entries
-        self._raw: list[int] = [0]
-        self._bnd: list[int] = [0]
-        self._loc: list[int] = [0]
-        self._opq: list[int] = [0]
-        self._dirty = 0
-        self.spans: list[Span] = []
-        self.span_starts: list[int] = []
-        # span_run[j]: the first span of the contiguous run (stop == next start) holding j
-        self.span_run: list[int] = []
-        # span prefixes: totals, member counts, and the members' entry-prefix sums
-        self.span_total: list[int] = [0]
-        self.span_n: list[int] = [0]
-        self.span_raw: list[int] = [0]
-        self.span_bnd: list[int] = [0]
-        self.span_loc: list[int] = [0]
-        self.span_inexact: list[int] = [0]
-        # the indices of the spans measured together with a base, ascending (few)
-        self.keyed: list[int] = []
-        self._span_dirty = 0
-        self.version = 0
-        """Grows whenever anything counted changes (entries, measurements, bases)."""
-
-    # -- building ----------------------------------------------------------------------
-
-    def append(self, entries: Sequence[Entry]) -> None:
-        """Append entries (new messages) in transcript order."""
-        self.entries.extend(entries)
-        if len(entries) > 32:
-            leave_room(self.entries)
-        self.version += 1
-
-    def adopt(self, entries: Sequence[Entry], old: Ledger | None) -> None:
-        """Take over ``entries`` (a rebuilt transcript) and what ``old`` measured.
-
-        Spans whose messages are all still present, contiguous and in order are kept
-        (re-indexed); the others are forgotten (their messages are unmeasured again), and
-        so are bases measured together with a forgotten span, and bases whose head is not
-        this transcript's (no request can hold them again).
-        """
-        self.append(entries)
-        if old is None:
-            return
-        position = {id(entry): index for index, entry in enumerate(entries)}
-        kept: list[Span] = []
-        forgotten: set[int] = set()
-        old_entries = old.entries
-        for span in old.spans:
-            first = position.get(id(old_entries[span.start]), -1)
-            size = span.stop - span.start
-            whole = first >= 0 and first + size <= len(entries)
-            if whole:
-                whole = all(
-                    entries[first + offset] is old_entries[span.start + offset]
-                    for offset in range(size)
-                )
-            if not whole:
-                forgotten.add(id(span))
-                continue
-            holder = span.holder - span.start + first if span.holder >= 0 else -1
-            moved = Span(
-                first,
-                first + size,
-                span.total,
-                hidden=span.hidden,
-                holder=holder,
-                base_key=span.base_key,
-                share=span.share,
-                exact=span.exact,
-            )
-            kept.append(moved)
-            if span.base_key is not None and self._holds_head(span.base_key):
-                value = old.bases.get(span.base_key)
-                if value is not None and value.span is span:
-                    self.bases[span.base_key] = BaseValue(value.tokens, moved)
-        kept.sort(key=operator.attrgetter("start"))
-        for span in kept:
-            self._push(span)
-        for key, value in old.bases.items():
-            if key in self.bases:
-                continue
-            if value.span is None and self._holds_head(key):
-                self.bases[key] = value
-            # a base measured with a span that is gone no longer adds up with anything
-        self.version += 1
-
-    def _holds_head(self, key: Hashable) -> bool:
-        """Whether the base ``key`` names can be a request's of these entries: its head
-        entries are theirs, in their places."""
-        if not isinstance(key, BaseKey):
-            return True
-        head, entries = key.head, self.entries
-        return len(head) <= len(entries) and all(map(operator.is_, head, entries))
-
-    def replaced(self, indices: Sequence[int]) -> None:
-        """Entries at ``indices`` were replaced by edited ones: the spans holding them no
-        longer measure what is sent, so they are forgotten (and a base measured with
-        them)."""
-        if not indices:
-            return
-        doomed = {
-            j
-            for index in indices
-            if (j := bisect_right(self.span_starts, index) - 1) >= 0 and self.spans[j].stop > index
-        }
-        for j in sorted(doomed, reverse=True):
-            self._remove_span(j)
-        self.counted_locally(min(indices))
-
-    def counted_locally(self, index: int) -> None:
-        """Entries from ``index`` on got local counts."""
-        self.version += 1
-        self._dirty = min(self._dirty, index)
-        # the spans holding entries at or after index have stale member sums
-        at = bisect_right(self.span_starts, index) - 1
-        self._span_dirty = min(self._span_dirty, max(at, 0))
-
-    # -- prefix sums -------------------------------------------------------------------
-
-    def _prefixes(self) -> None:
-        entries = self.entries
-        raw, bnd, loc, opq = self._raw, self._bnd, self._loc, self._opq
-        start = self._dirty
-        if start >= len(entries) and len(raw) == len(entries) + 1:
-            return
-        del raw[start + 1 :], bnd[start + 1 :], loc[start + 1 :], opq[start + 1 :]
-        new = entries[start:]
-        r, b, c, o = raw[start], bnd[start], loc[start], opq[start]
-        if len(new) > 32 and all(e.local is None and not e.opaque for e in new):
-            # A cold fit: nothing counted locally yet, at C speed.
-            count = len(new)
-            raw.extend(itertools.islice(itertools.accumulate(map(_RAW, new), initial=r), 1, None))
-            bnd.extend(itertools.islice(itertools.accumulate(map(_BOUND, new), initial=b), 1, None))
-            loc.extend(itertools.repeat(c, count))
-            opq.extend(itertools.repeat(o, count))
-            for prefix in (raw, bnd, loc, opq):
-                leave_room(prefix)
-        else:
-            for entry in new:
-                if entry.local is None:
-                    r += entry.raw
-                    b += entry.bound
-                else:
-                    c += entry.local
-                o += entry.opaque
-                raw.append(r)
-                bnd.append(b)
-                loc.append(c)
-                opq.append(o)
-        self._dirty = len(entries)
-        self._span_dirty = min(self._span_dirty, self._first_span_from(start))
-
-    def _first_span_from(self, index: int) -> int:
-        """The first span whose members include an entry at or after ``index``."""
-        at = bisect_right(self.span_starts, index) - 1
-        if at >= 0 and self.spans[at].stop > index:
-            return at
-        return at + 1
-
-    def _span_prefixes(self) -> None:
-        self._prefixes()
-        spans = self.spans
-        start = self._span_dirty
-        if start >= len(spans):
-            return
-        raw, bnd, loc = self._raw, self._bnd, self._loc
-        s_raw, s_bnd, s_loc = self.span_raw, self.span_bnd, self.span_loc
-        del s_raw[start + 1 :], s_bnd[start + 1 :], s_loc[start + 1 :]
-        r, b, c = s_raw[start], s_bnd[start], s_loc[start]
-        for span in spans[start:]:
-            first, stop = span.start, span.stop
-            r += raw[stop] - raw[first]
-            b += bnd[stop] - bnd[first]
-            c += loc[stop] - loc[first]
-            s_raw.append(r)
-            s_bnd.append(b)
-            s_loc.append(c)
-        self._span_dirty = len(spans)
-
-    def _push(self, span: Span) -> None:
-        """Append a span after every other one."""
-        spans = self.spans
-        j = len(spans)
-        adjacent = j > 0 and spans[-1].stop == span.start
-        spans.append(span)
-        self.span_starts.append(span.start)
-        self.span_run.append(self.span_run[-1] if adjacent else j)
-        self.span_total.append(self.span_total[-1] + span.total)
-        self.span_n.append(self.span_n[-1] + span.stop - span.start)
-        self.span_inexact.append(self.span_inexact[-1] + (not span.exact))
-        if span.base_key is not None:
-            self.keyed.append(j)
-        self._span_dirty = min(self._span_dirty, j)
-
-    def _truncate_spans(self, keep: int, *, forget: bool = True) -> None:
-        """Forget every span from index ``keep`` on (``forget=False``: take them off the
-        list only, to push them again)."""
-        spans = self.spans
-        if keep >= len(spans):
-            return
-        dropped = spans[keep:]
-        del spans[keep:], self.span_starts[keep:], self.span_run[keep:]
-        del self.span_total[keep + 1 :], self.span_n[keep + 1 :], self.span_inexact[keep + 1 :]
-        del self.span_raw[keep + 1 :], self.span_bnd[keep + 1 :], self.span_loc[keep + 1 :]
-        del self.keyed[bisect_left(self.keyed, keep) :]
-        self._span_dirty = min(self._span_dirty, keep)
-        if forget:
-            for span in dropped:
-                self._forget_base_of(span)
-
-    def _remove_span(self, j: int) -> None:
-        """Forget span ``j`` (anywhere in the list): the rest are pushed again."""
-        rest = self.spans[j + 1 :]
-        self._forget_base_of(self.spans[j])
-        self._truncate_spans(j, forget=False)
-        for span in rest:
-            self._push(span)
-
-    def _insert_span(self, j: int, span: Span) -> None:
-        """Put ``span`` at index ``j`` of the list (before the spans after it)."""
-        rest = self.spans[j:]
-        self._truncate_spans(j, forget=False)
-        self._push(span)
-        for later in rest:
-            self._push(later)
-
-    def _forget_base_of(self, span: Span) -> None:
-        if span.base_key is not None:
-            value = self.bases.get(span.base_key)
-            if value is not None and value.span is span:
-                del self.bases[span.base_key]
+    __slots__ = ()
 
     # -- queries -----------------------------------------------------------------------
-
-    def unmeasured_raw(self, start: int, stop: int) -> tuple[int, int, int]:
-        """Entry sums over ``[start, stop)`` regardless of spans: (heuristic raw, bound)
-        of entries without a local count, and the local counts of the others."""
-        self._prefixes()
-        return (
-            self._raw[stop] - self._raw[start],
-            self._bnd[stop] - self._bnd[start],
-            self._loc[stop] - self._loc[start],
-        )
-
-    def opaque_in(self, start: int, stop: int) -> bool:
-        """Whether an opaque entry lies in ``[start, stop)``."""
-        self._prefixes()
-        return self._opq[stop] > self._opq[start]
 
     def base_parts(
         self,
@@ -633,10 +174,6 @@ class Ledger:
         if costs.summary_local is None:
             return raw + costs.summary_raw, bound + costs.summary_bound, local
         return raw, bound, local + costs.summary_local
-
-    def _is_listed(self, span: Span) -> bool:
-        j = bisect_left(self.span_starts, span.start)
-        return j < len(self.spans) and self.spans[j] is span
 
     def count(
         self,
@@ -739,20 +276,6 @@ class Ledger:
             raw=raw,
             local=loc,
         )
-
-    def _foreign(self, j0: int, j1: int, key: Hashable) -> list[int]:
-        """The spans among ``spans[j0:j1]`` measured together with a base other than
-        ``key``."""
-        keyed, spans = self.keyed, self.spans
-        found = []
-        for at in range(bisect_left(keyed, j0), len(keyed)):
-            j = keyed[at]
-            if j >= j1:
-                break
-            base_key = spans[j].base_key
-            if base_key is not key and base_key != key:
-                found.append(j)
-        return found
 
     def _share(self, span: Span, first: int, stop: int) -> int:
         """The best reading of a span's members ``[first, stop)`` read in part: its
