@@ -133,23 +133,24 @@ def test_a_clear_that_cannot_reach_is_not_tried_again_until_it_could(
     # looking at every result again on each send (what it could free has not grown)
     # cost 13-33 ms a send at 1,000 turns. It is tried again when the request has grown
     # by what was missing, or when the cut moved.
-    from windowguard import manager as manager_module
+    from windowguard.pipeline import _edit_stage
+    from windowguard.pipeline import manager as manager_module
 
     calls: list[int] = []
-    real = manager_module.clear_block
+    real = _edit_stage.clear_block
 
     def counting(*args: Any, **kwargs: Any) -> Any:
         made = real(*args, **kwargs)
         calls.append(len(made))
         return made
 
-    monkeypatch.setattr(manager_module, "clear_block", counting)
+    monkeypatch.setattr(_edit_stage, "clear_block", counting)
     fits = _run(_manager(wg.ClearToolResults(keep=1, low_water=0.3, trigger=0.5)), 150)
     futile = [n for n in calls if n == 0]
     assert len(calls) - len(futile) >= 5  # blocks that cleared
     assert len(futile) <= len(fits) // 4, (len(futile), len(fits))
     # the same clears, sends and receipts as when every send looks again
-    monkeypatch.setattr(manager_module, "clear_block", real)
+    monkeypatch.setattr(_edit_stage, "clear_block", real)
     again = _manager(wg.ClearToolResults(keep=1, low_water=0.3, trigger=0.5))
     monkeypatch.setattr(manager_module.ContextWindowManager, "_edit", _forgetting(manager_module))
     fresh = _run(again, 150)

@@ -15,13 +15,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import windowguard as wg
-from windowguard import _editing
 from windowguard.accounting import local
 from windowguard.accounting.local import (
     REMEMBERED_MIN_CHARS,
     RememberingCounter,
     TemplateAccounting,
 )
+from windowguard.pipeline import _editing
 
 
 class _Tally:

@@ -56,84 +56,59 @@ event, or raises :class:`~windowguard.InvalidTranscriptError` with ``strict=True
 from __future__ import annotations
 
 import copy as _copy
-import logging
-import operator
-from bisect import bisect_left
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import replace
-from itertools import repeat
 from typing import Any
 
-from ..accounting import CounterArg, choose_sources, infer_family
-from ..accounting.bounds import message_costs
+from ..accounting import CounterArg, choose_sources
 from ..accounting.catalog import ModelInfo, OverridesArg, resolve_model_info
 from ..accounting.estimate import Estimator
 from ..accounting.ledger import Factors
-from ..accounting.local import TEMPLATE_OF, TemplateAccounting
-from ..accounting.remote import CountQuery, RemoteCounter, RemoteCountError
-from ..accounting.templates import TEXT_TEMPLATES
+from ..accounting.local import TemplateAccounting
+from ..accounting.remote import RemoteCounter
 from ..accounting.usage import (
     NO_USAGE,
     Calibration,
     cached_tokens_from_usage,
     prompt_tokens_from_usage,
 )
-from ..core.adapters import check_format, check_messages, shaper
+from ..core.adapters import check_format, check_messages
 from ..core.budget import Budget, compute_budget
-from ..core.edits.config import EditStage, check_edits, trigger_tokens
+from ..core.edits.config import EditStage, check_edits
 from ..core.edits.records import EditRecord
-from ..core.edits.summary import render_turns, summary_message
 from ..core.events import (
     Event,
-    RemoteCounted,
     RemoteCountFailed,
-    TokenizerInferred,
-    TranscriptDeferred,
-    TranscriptPruned,
-    UsageExcludesCached,
-    UsageMismatch,
 )
 from ..core.exceptions import ConfigurationError, InvalidTranscriptError
-from ..core.prune import POLICIES, PruningPolicy, turns_to_drop
+from ..core.prune import POLICIES, PruningPolicy
 from ..core.shrink import DEFAULT_FLOOR, DEFAULT_SAFETY_BUFFER
-from ..core.turns import Problem, segment
-from ._damaged import damaged_stretch, plan_damaged
-from ._decide import Policy, candidate, choose, near_edge, refuse_or_keep
+from . import _edge, _edit_stage, _outcome, _reports, _sources
+from ._decide import choose, refuse_or_keep
 from ._editing import (
-    BytesBounded,
     EditState,
     Stages,
     SummaryQuery,
-    SummaryState,
-    clamp_new,
-    clamp_to_fit,
-    clear_block,
-    newest_results,
     summarize_now,
-    summary_key,
 )
-from ._fitting import Composition, Count, Fit, FitContext, Summarized, build_fit, learn
-from ._transcript import Fixed, RequestParts, Transcript, same_message, update_transcript
+from ._fitting import Composition, Fit, FitContext
+from ._settings import (
+    DEFAULT_FALLBACK_WINDOW,
+    DEFAULT_HOLD_TURNS,
+    LOCAL_CALIBRATION_SEED,
+)
+from ._settings import (
+    DEFAULT_MAX_REMOTE_COUNTS as DEFAULT_MAX_REMOTE_COUNTS,
+)
+from ._settings import (
+    Query as Query,
+)
+from ._settings import (
+    RemoteAnswer as RemoteAnswer,
+)
+from ._transcript import RequestParts, Transcript, update_transcript
 
 __all__ = ["DEFAULT_MAX_REMOTE_COUNTS", "ContextWindowManager", "Fit"]
-
-logger = logging.getLogger("windowguard")
-
-DEFAULT_FALLBACK_WINDOW = 8192
-DEFAULT_MAX_REMOTE_COUNTS = 2
-"""Remote counts one send may ask for (a confirmation, then the pruned request)."""
-LOCAL_CALIBRATION_SEED = 1.0
-"""Local exact counts start uncalibrated: they are the template's own count, within a
-token or two; their factor grows only if reports show them short."""
-DEFAULT_HOLD_TURNS = 4
-"""A low-water prune must free room for this many typical turns (decision 0003)."""
-MISMATCH_TOLERANCE = 0.02
-"""How far a report may differ from the local exact count of the same request (plus 8
-tokens) before a ``usage_mismatch`` event says so."""
-
-RemoteAnswer = int | BaseException
-Query = CountQuery | SummaryQuery
-"""What :meth:`ContextWindowManager.fit_steps` asks its driver for."""
 
 
 class ContextWindowManager:
@@ -271,62 +246,6 @@ class ContextWindowManager:
         self._distrust = False
         self._edit_state = EditState()
 
-    @classmethod
-    def from_endpoint(
-        cls,
-        base_url: str,
-        model: str,
-        api_key: str | None = None,
-        *,
-        timeout: float = 5.0,
-        **options: Any,
-    ) -> ContextWindowManager:
-        """A manager for ``model`` as served at ``base_url``: window, family and counter.
-
-        Discovery (:func:`windowguard.discover_model_info`) asks the server what window
-        it serves; :func:`windowguard.accounting.remote.discover_counter` finds its count
-        endpoint (vLLM/SGLang ``/tokenize``, llama.cpp, TGI, Anthropic, OpenAI, Gemini).
-        Either may find nothing: the catalog (or the fallback window) and the ledger
-        then do, and events say so.
-
-        Args:
-            base_url: the endpoint, with or without a trailing ``/v1``.
-            model: the model name as the server knows it.
-            api_key: sent to the discovery and count routes.
-            timeout: seconds for each discovery (window; count endpoint).
-            **options: any other :class:`ContextWindowManager` argument.
-
-        Raises:
-            ConfigurationError: a base URL that is not http(s), or a bad option.
-        """
-        from ..accounting.discovery import discover_model_info
-        from ..accounting.remote import discover_counter
-
-        info = options.pop("model_info", None)
-        if info is None:
-            discovered = discover_model_info(base_url, model, api_key=api_key, timeout=timeout)
-            info = resolve_model_info(
-                model,
-                discovered=discovered,
-                overrides=options.get("overrides"),
-                fallback_window=options.get("fallback_window", DEFAULT_FALLBACK_WINDOW),
-            )
-        manager = cls(model, model_info=info, **options)
-        if manager.wants_remote_counter:
-            # Text-only count APIs (llama-cpp-python, older SGLang/TGI) count a chat the
-            # family's template renders here.
-            template = TEMPLATE_OF.get(manager.model_info.tokenizer or "")
-            manager.remote = discover_counter(
-                base_url,
-                model,
-                api_key=api_key,
-                timeout=timeout,
-                template=template if template in TEXT_TEMPLATES else None,
-            )
-        return manager
-
-    # -- per-run state ---------------------------------------------------------------
-
     @property
     def context_window(self) -> int:
         """The window enforced (and measured by the gauge)."""
@@ -337,26 +256,6 @@ class ContextWindowManager:
         """What counts the unmeasured parts: remote, local (or the caller's counter) and
         the heuristic's family."""
         return ", ".join(self._counter_sources)
-
-    @property
-    def _counter_sources(self) -> tuple[str, ...]:
-        """:attr:`counter_name`'s parts, made again only when a counter is replaced."""
-        remote, local, estimator = self.remote, self.local, self.estimator
-        cached = self._sources_cache
-        if (
-            cached is None
-            or cached[0] is not remote
-            or cached[1] is not local
-            or (cached[2] is not estimator)
-        ):
-            names = []
-            if remote is not None:
-                names.append(f"remote:{remote.name}")
-            if local is not None:
-                names.append(self._local_name or f"local:{local.family}")
-            names.append(f"heuristic:{estimator.tokenizer}")
-            cached = self._sources_cache = (remote, local, estimator, tuple(names))
-        return cached[3]
 
     @property
     def has_exact_source(self) -> bool:
@@ -414,99 +313,6 @@ class ContextWindowManager:
             reported += cached
         self._learn_sent(reported, "usage")
 
-    def _check_cached_apart(self, reported: int, cached: int) -> None:
-        """Whether ``reported`` leaves out the ``cached`` tokens reported beside it: it
-        does when it is below them, or below what is already known exactly of the same
-        request, or when adding them brings it closer to a local exact count of the whole
-        request. Once that is believed, every later report is checked again: when adding
-        them would overshoot what the request can hold (its local count, else its
-        guaranteed bound), they were inside ``prompt_tokens`` after all, and the belief is
-        dropped.
-
-        Only what is certain is evidence. Fewer prompt tokens than cached ones always
-        is. A local count of a request holding media (an allowance each) is not, nor is
-        a caller's counter's (it may count high). Reasoning is what a template may show
-        less of than was counted or measured (Qwen3 drops it before the last user query,
-        the Llama 3 and Mistral templates always), so with reasoning in the request
-        neither a count nor a measurement it falls short of is evidence."""
-        sent = self._sent
-        if sent is None or sent.run is not self._run:
-            return
-        counted = sent.counted
-        tolerance = max(8, int(MISMATCH_TOLERANCE * counted)) if counted is not None else 0
-        if self._cached_apart:
-            total = reported + cached
-            if counted is not None and total > counted + tolerance:
-                if abs(reported - counted) < total - counted and not self._request_holds(sent)[0]:
-                    self._cached_counted_in(reported, cached, f"its local count is {counted}")
-                return
-            if counted is None:
-                costs, entries = sent.costs, sent.run.ledger.entries
-                bound = costs.fixed_bound + costs.summary_bound
-                bound += sum(e.bound for e in entries[: sent.head_stop])
-                bound += sum(e.bound for e in entries[sent.kept_from : sent.end])
-                if total > bound and not self._request_holds(sent)[0]:
-                    self._cached_counted_in(reported, cached, f"it can hold at most {bound}")
-            return
-        known = sent.measured
-        evidence = ""
-        if reported < cached:
-            evidence = "fewer than the cached tokens, which a prompt count includes"
-        elif reported + 8 < known <= reported + cached + 8:
-            if not self._request_holds(sent)[1]:
-                evidence = f"below the {known} tokens already measured of the same request"
-        elif (
-            counted is not None
-            and self._local_name is None
-            and abs(reported - counted) > tolerance
-            and abs(reported + cached - counted) < abs(reported - counted)
-            and not any(self._request_holds(sent))
-        ):
-            evidence = f"the local exact count of the request is {counted}"
-        if not evidence:
-            return
-        self._cached_apart = True
-        self._pending.append(
-            UsageExcludesCached(reported_tokens=reported, cached_tokens=cached, evidence=evidence)
-        )
-        logger.warning(
-            "the provider's prompt_tokens (%d) leave out the %d cached tokens (%s); adding them",
-            reported,
-            cached,
-            evidence,
-        )
-        # Earlier reports may have left them out too: what they measured is forgotten.
-        run = self._run
-        if run is not None:
-            run.ledger.forget_measurements()
-
-    def _cached_counted_in(self, reported: int, cached: int, why: str) -> None:
-        """The provider's ``prompt_tokens`` include its cached tokens after all: stop
-        adding them, and forget what the reports they were added to measured."""
-        self._cached_apart = False
-        logger.warning(
-            "the provider's prompt_tokens (%d) include the %d cached tokens after all "
-            "(adding them overshoots the request: %s); no longer adding them",
-            reported,
-            cached,
-            why,
-        )
-        run = self._run
-        if run is not None:
-            run.ledger.forget_measurements()
-
-    @staticmethod
-    def _request_holds(sent: Composition) -> tuple[bool, bool]:
-        """Whether the request holds what no count or bound covers (media, items that
-        stand for tokens they do not show), and whether it holds reasoning."""
-        entries = sent.run.ledger.entries
-        unbounded = reasoning = False
-        for entry in (*entries[: sent.head_stop], *entries[sent.kept_from : sent.end]):
-            shape = entry.shape
-            unbounded = unbounded or shape.media_items > 0 or entry.opaque
-            reasoning = reasoning or shape.reasoning or any(p.reasoning for p in shape.segments)
-        return unbounded, reasoning
-
     def observe_overflow(
         self,
         prompt_tokens: int | None = None,
@@ -546,19 +352,6 @@ class ContextWindowManager:
             sent = self._sent
             if sent is not None and sent.run is self._run:
                 self._refused = (sent, self._sent_reply)
-
-    def _assume_window(self, window: int, origin: str) -> None:
-        info = self.model_info
-        self.model_info = replace(
-            info,
-            context_window=window,
-            max_output_tokens=_at_most(info.max_output_tokens, window),
-            max_input_tokens=_at_most(info.max_input_tokens, window),
-            source="discovered",
-            origin=origin,
-        )
-
-    # -- fitting ---------------------------------------------------------------------
 
     def fit(
         self,
@@ -619,15 +412,6 @@ class ContextWindowManager:
         except StopIteration as done:
             result: Fit = done.value
             return result
-
-    def _count_now(self, query: CountQuery) -> RemoteAnswer:
-        remote = self.remote
-        if remote is None:
-            return RemoteCountError("no remote counter")
-        try:
-            return int(remote.count(query))
-        except Exception as exc:  # a counter must never break a send: fall back
-            return exc
 
     def fit_steps(
         self,
@@ -762,294 +546,6 @@ class ContextWindowManager:
             return fit
         return self._fitted(messages, ctx, dropped, events, calls, made)
 
-    def _decide(
-        self,
-        ctx: FitContext,
-        messages: Sequence[object],
-        system: object,
-        events: list[Event],
-        distrust: bool,
-        calls: int,
-    ) -> Generator[Query, Any, tuple[int | None, int]]:
-        """Choose what to drop; near the edge (or after a refusal), count exactly first
-        and choose again. Returns the choice and the remote counts made so far."""
-        dropped = choose(ctx, self._factors, self._policy)
-        if not ctx.use_upper or not (distrust or self._near_edge(ctx, dropped)):
-            return dropped, calls
-        if self._count_locally(ctx):
-            dropped = choose(ctx, self._factors, self._policy)
-        first = calls
-        counted: int | None = None
-        while calls < self.max_remote_counts and self.remote is not None:
-            if not (distrust and calls == first) and not self._near_edge(ctx, dropped):
-                break
-            guess = choose(ctx, self._factors, self._policy, best=True)
-            kept_from = candidate(ctx, dropped, self._factors, guess, counted)
-            if kept_from is None:
-                break
-            counted = kept_from if counted is None else min(counted, kept_from)
-            answer = yield ctx.query(kept_from, system, self.model or "")
-            calls += 1
-            if not self._counted(ctx, kept_from, answer, events, "confirm"):
-                break
-            dropped = choose(ctx, self._factors, self._policy)
-        return dropped, calls
-
-    # -- edit stages -------------------------------------------------------------------
-
-    def _text_count(self) -> Callable[[str], int]:
-        """How the edit stages count a text: the local exact tokenizer when there is one,
-        else the heuristic (dense). Deterministic for a run, so an edit made once is the
-        same bytes on every later send."""
-        local = self.local
-        if local is not None:
-            try:
-                counter = local.counter
-            except Exception as exc:  # a tokenizer that cannot load: the heuristic
-                logger.warning("edits count with the heuristic: %s", exc)
-            else:
-                # A family's own tokenizer is a byte-level BPE; a caller's may be anything.
-                return counter.count if local.explicit else BytesBounded(counter.count)
-        estimator = self.estimator
-        return lambda text: estimator.text_tokens(text, "dense")
-
-    def _clamp_arrivals(self, ctx: FitContext) -> list[EditRecord]:
-        """Clamp the tool results that arrived since the previous send."""
-        clamp = self._stages.clamp
-        run = ctx.run
-        start, run.edits_checked = run.edits_checked, ctx.end
-        if clamp is None or start >= ctx.end:
-            return []
-        return clamp_new(ctx, clamp, start, self._text_count(), self._edit_state, self.estimator)
-
-    def _loses_context(self, ctx: FitContext, dropped: int | None) -> bool:
-        """Whether the choice refuses, or drops turns the previous send kept."""
-        if dropped is None:
-            return True
-        if not dropped:
-            return False
-        anchor = ctx.run.anchor
-        return anchor is None or ctx.kept_from(dropped) > anchor
-
-    @staticmethod
-    def _kept_whole(ctx: FitContext, keep: int) -> int:
-        """Where the newest ``keep`` turns begin (their results are never cleared)."""
-        starts = ctx.seg.turn_starts
-        return starts[len(starts) - keep] if len(starts) > keep else ctx.seg.head_stop
-
-    def _clear_triggered(self, ctx: FitContext, dropped: int | None) -> bool:
-        """Whether the clear stage's ``trigger`` is passed by what this send keeps."""
-        clear = self._stages.clear
-        if clear is None or clear.trigger is None or dropped is None:
-            return False
-        limit = trigger_tokens(clear.trigger, ctx.budget.input_tokens)
-        assert limit is not None
-        # On the best count, not the guaranteed bound: the bound of a new turn's bytes
-        # may be several times its tokens, and a policy is not a safety margin.
-        return ctx.count(ctx.kept_from(dropped), self._factors).best > limit
-
-    def _edit(self, ctx: FitContext, dropped: int | None) -> list[EditRecord]:
-        """Edit before dropping: clear a block of old results down to the low-water
-        mark; when even head + newest turn cannot fit, clamp the newest turn's results
-        to what fits."""
-        stages, state, count = self._stages, self._edit_state, self._text_count()
-        made: list[EditRecord] = []
-        anchor = ctx.run.anchor
-        least = ctx.seg.head_stop if anchor is None else anchor
-        if stages.clear is not None:
-            # Down to the low-water mark, and far enough below the budget to hold the
-            # next few typical turns (as a low-water drop does): one block of clears
-            # then lasts several sends, and each of them extends the previous request.
-            budget = ctx.budget.input_tokens
-            target = budget
-            if self.pruning == "low_water" or stages.clear.low_water is not None:
-                mark = stages.clear.low_water or self.low_water
-                target = int(budget * mark)
-                if self.hold_turns:
-                    hold = self.hold_turns * ctx.typical_turn(self._factors)
-                    target = max(min(target, budget - hold), budget // 4)
-            kept = ctx.count(least, self._factors)
-            forced = self._loses_context(ctx, dropped)
-            size = kept.tokens if forced else kept.best  # as _clear_triggered measures it
-            need = size - target
-            at_least = stages.clear.clear_at_least
-            if not forced:
-                # Cleared for the trigger alone: only a block that brings the request at
-                # least halfway from the trigger down to the mark. Once the cleared turns'
-                # placeholders alone come near the trigger, clearing each new result as
-                # it ages would rewrite the prompt on every send; the request then grows
-                # to the budget and drops old turns instead.
-                limit = trigger_tokens(stages.clear.trigger, budget) or budget
-                halfway = max(target, (limit + target) // 2)
-                at_least = max(at_least, size - halfway)
-                futile = state.futile_clear
-                if futile is not None and futile[0] == anchor:
-                    _, then, reach = futile
-                    if reach + (size - then) < at_least:
-                        need = 0  # nothing new could reach it: not worth a scan
-            if need > 0:
-                cleared = clear_block(
-                    ctx,
-                    stages.clear,
-                    least,
-                    need,
-                    count,
-                    state,
-                    self.estimator,
-                    at_least=at_least,
-                )
-                made += cleared
-                state.futile_clear = None
-                if not cleared and not forced:
-                    protected = ctx.count(self._kept_whole(ctx, stages.clear.keep), self._factors)
-                    head = ctx.count(ctx.end, self._factors)
-                    reach = state.clear_reach + protected.best - head.best
-                    state.futile_clear = (anchor, size, reach)
-        if stages.clamp is not None:
-            factors = self._factors
-            minimal = ctx.count(ctx.newest, factors) if ctx.seg.turn_starts else None
-            if minimal is not None and minimal.tokens > ctx.budget.input_tokens:
-                over = minimal.tokens - ctx.budget.input_tokens
-                results = sum(
-                    count(r.text) for r in newest_results(ctx, stages.clamp.exclude_tools)
-                )
-                room = max(results - over, 0)
-                made += clamp_to_fit(ctx, stages.clamp, room, count, state, self.estimator)
-        del dropped
-        return made
-
-    def _resume_summary(self, ctx: FitContext) -> None:
-        """Send the run's summary again, after the head, if the turns it stands for are
-        still where they were (a transcript that changed under it loses it: the turns
-        after it are then counted and dropped as without one)."""
-        summary = self._edit_state.summary
-        if summary is None:
-            return
-        seg = ctx.seg
-        starts = seg.turn_starts
-        at = seg.head_stop + len(summary.covers)  # where the kept turns begin again
-        turn = bisect_left(starts, at)
-        if turn >= len(starts) or starts[turn] != at or not self._still_there(ctx, at):
-            logger.warning("the summarized turns changed; the summary is no longer sent")
-            self._edit_state.summary = None
-            return
-        resumed = self._edit_state.summary  # (with this send's objects)
-        assert resumed is not None
-        ctx.summarize(self._summarized(ctx, resumed), turn)
-
-    def _still_there(self, ctx: FitContext, at: int) -> bool:
-        """Whether the messages the run's summary folded, and the one it resumes at
-        (``at``), are where they were: the same objects, or equal ones (in the Anthropic
-        format, apart from ``cache_control``), as a proxy parsing each request or a
-        client copying its history sends them. The summary then remembers this send's
-        objects, found by identity again while they are sent. A message the caller
-        changed after it was folded is not in the summary, which must not stand for it."""
-        state = self._edit_state
-        summary = state.summary
-        assert summary is not None
-        now = ctx.run.seen[ctx.seg.head_stop : at + 1]
-        then = [*summary.covers, summary.resumes_at]
-        if len(now) != len(then):
-            return False
-        if all(map(operator.is_, now, then)):
-            return True
-        try:
-            same = now == then  # at C speed; each pair compared by identity first
-        except Exception:  # a message whose == raises (arrays in its content)
-            same = False
-        if not same and not all(map(same_message, now, then, repeat(ctx.run.format))):
-            return False
-        state.summary = replace(summary, covers=tuple(now[:-1]), resumes_at=now[-1])
-        return True
-
-    def _summarized(self, ctx: FitContext, summary: SummaryState) -> Summarized:
-        shape = shaper(ctx.run.format)(summary.message)
-        raw, bound = message_costs(self.estimator)(shape)
-        key = summary_key(None, summary.text)
-        return Summarized(message=summary.message, key=key, shape=shape, raw=raw, bound=bound)
-
-    def _fold(self, ctx: FitContext, dropped: int) -> Generator[Query, Any, EditRecord | None]:
-        """Fold the whole turns this send would lose (or, once the request reaches the
-        stage's ``trigger``, old turns) into the run's summary: the turns after the
-        previous summary up to the cut and beyond, in one block down to the low-water
-        mark (never the newest ``keep_turns``), with room kept for the summary itself.
-        A summary that would not be smaller than what it stands for is not used (and the
-        next send drops without asking again)."""
-        config = self._stages.summarize
-        state = self._edit_state
-        assert config is not None
-        budget = ctx.budget.input_tokens
-        cost = ctx.cost_function(self._factors)
-        limit = trigger_tokens(config.trigger, budget)
-        if dropped <= ctx.first_turn and (limit is None or cost(ctx.first_turn) < limit):
-            return None  # no turn would be lost and no trigger is reached: nothing to fold
-        if state.barren:
-            state.barren = False  # one send without a summary, then try again
-            return None
-        starts = ctx.seg.turn_starts
-        last_foldable = len(starts) - config.keep_turns
-        previous = state.summary
-        reserve = (previous.tokens if previous is not None else 0) + min(1_024, budget // 10)
-        target = dropped
-        # Fold a block, down to the low-water mark of the budget (of the trigger, when it
-        # is lower) and far enough below it to hold the next ``hold_turns`` typical turns
-        # (as the clear stage does), with room kept for the summary: the summarizer is
-        # then not asked again on the next few sends.
-        ceiling = budget if limit is None else min(budget, limit)
-        mark = int(ceiling * self.low_water)
-        if self.hold_turns:
-            hold = self.hold_turns * ctx.typical_turn(self._factors)
-            mark = max(min(mark, ceiling - hold), ceiling // 4)
-        threshold = mark - reserve
-        if cost(target) > threshold:
-            found = turns_to_drop(cost=cost, turns=len(starts), budget=threshold)
-            target = len(starts) - 1 if found is None else max(found, target)
-        new_first = min(target, last_foldable)
-        if new_first <= ctx.first_turn:
-            return None
-        run = ctx.run
-        fold_from = ctx.kept_from(ctx.first_turn)
-        fold_to = starts[new_first]
-        turns = tuple(run.effective[fold_from:fold_to])
-        previous_text = previous.text if previous is not None else None
-        key = summary_key(previous_text, render_turns(list(turns), run.format))
-        text = state.summaries.get(key)
-        if text is None:
-            answer = yield SummaryQuery(config=config, turns=turns, previous=previous_text, key=key)
-            if not isinstance(answer, str) or not answer.strip():
-                logger.warning("the summarizer failed (%s); dropping the turns instead", answer)
-                state.barren = True
-                return None
-            text = state.summaries[key] = answer
-        count = self._text_count()
-        tokens = count(text) + 8
-        folded = ctx.count(fold_from, self._factors).best - ctx.count(fold_to, self._factors).best
-        folded += previous.tokens if previous is not None else 0
-        if tokens >= folded:
-            logger.warning(
-                "a summary of %d tokens would stand for %d: dropping the turns instead",
-                tokens,
-                folded,
-            )
-            state.barren = True
-            return None
-        head_last = run.effective[ctx.seg.head_stop - 1] if ctx.seg.head_stop else None
-        message = summary_message(run.format, text, like=head_last)
-        state.summary = SummaryState(
-            text=text,
-            message=message,
-            resumes_at=run.seen[fold_to],
-            tokens=tokens,
-            covers=tuple(run.seen[ctx.seg.head_stop : fold_to]),
-        )
-        ctx.summarize(self._summarized(ctx, state.summary), new_first)
-        return EditRecord(
-            kind="summarize",
-            messages=tuple(range(fold_from, fold_to)),
-            tokens_before=folded,
-            tokens_after=tokens,
-        )
-
     @property
     def summaries(self) -> dict[str, str]:
         """The summaries this run made, by the key of what they were made from (a
@@ -1062,62 +558,6 @@ class ContextWindowManager:
         for key, text in summaries.items():
             if isinstance(key, str) and isinstance(text, str) and text.strip():
                 self._edit_state.summaries[key] = text
-
-    @property
-    def _policy(self) -> Policy:
-        return Policy(pruning=self.pruning, low_water=self.low_water, hold_turns=self.hold_turns)
-
-    def _near_edge(self, ctx: FitContext, dropped: int | None) -> bool:
-        remote = self.remote
-        media = remote is not None and ctx.run.format in getattr(remote, "media_formats", ())
-        return near_edge(
-            ctx,
-            dropped,
-            self._factors,
-            self.model_info,
-            cheap_exact=self.local is not None,
-            counts_media=media,
-        )
-
-    def _shrink_below(
-        self,
-        ctx: FitContext,
-        refused: tuple[Composition, int | None],
-        max_tokens: int | None,
-        safety: int | None,
-    ) -> bool:
-        """A provider refused the last request without numbers: assume a window below
-        what that request is now counted to need (exactly, when it could be counted, else
-        its decision count) plus its reply, so the next request is strictly smaller: at
-        least one whole turn fewer, or a smaller ``max_tokens``. Returns whether the
-        window changed (the budget is made again)."""
-        sent, reply = refused
-        if sent.run is ctx.run and sent.end <= ctx.end:
-            found = ctx.run.ledger.count(
-                key=sent.key,
-                head_stop=sent.head_stop,
-                kept_from=sent.kept_from,
-                end=sent.end,
-                costs=ctx.costs,
-                factors=self._factors,
-            )
-            tokens = found.best if found.exact or not ctx.use_upper else found.upper
-        else:
-            tokens = sent.upper if ctx.use_upper else sent.best
-        needed = tokens + (reply or 0)
-        window = max(needed - 1, self.floor + 1)
-        if not 0 < window < self.model_info.context_window:
-            return False
-        self._assume_window(window, "a provider's overflow error without numbers")
-        logger.warning(
-            "the provider refused a request counted at %d tokens (+%d reply) as too long, "
-            "without saying its window: assuming %d",
-            tokens,
-            reply or 0,
-            window,
-        )
-        ctx.budget = self._budget(max_tokens, self.safety if safety is None else safety)
-        return True
 
     def _budget(self, max_tokens: int | None, safety: int) -> Budget:
         """The input budget, made again only when what it depends on changes."""
@@ -1139,319 +579,39 @@ class ContextWindowManager:
 
     # -- counting ----------------------------------------------------------------------
 
-    def _infer_tokenizer_from_base(
-        self, run: Transcript, head_stop: int, fixed: Fixed, events: list[Event]
-    ) -> None:
-        """For a model of unknown family, name its tokenizer from the first exact base
-        (framing + tools + head, reported alone), once per run."""
-        if not self._auto_local or self.local is not None:
-            return
-        key = run.base_key[2] if run.base_key is not None else None
-        base = run.ledger.bases.get(key) if key is not None else None
-        if base is None or base.span is not None:
-            return
-        self._auto_local = False
-        head = [e.shape for e in run.ledger.entries[:head_stop]]
-        tools, system_shapes = fixed.tools, fixed.system_shapes
-
-        def count_with(accounting: TemplateAccounting) -> int:
-            counted = accounting.fixed_tokens(tools)
-            counted += sum(accounting.message_tokens(shape) for shape in system_shapes)
-            return counted + sum(accounting.message_tokens(shape) for shape in head)
-
-        found = infer_family(base.tokens, count_with)
-        if found is not None:
-            self.local, counted = found
-            events.append(
-                TokenizerInferred(
-                    family=self.local.family, reported_tokens=base.tokens, counted_tokens=counted
-                )
-            )
-            family = self.local.family
-            logger.info("the model counts like %s (%d of %d tokens)", family, counted, base.tokens)
-
-    def _count_locally(self, ctx: FitContext) -> bool:
-        """Count the unmeasured parts exactly with the local tokenizer, if any."""
-        if self.local is None:
-            return False
-        try:
-            return ctx.count_locally(self.local, self._factors) > 0
-        except Exception as exc:  # a broken tokenizer falls back
-            logger.warning("local exact counting failed (%s); using the heuristic", exc)
-            self.local = None
-            self._local_name = None
-            ctx.local_fixed = None
-            ctx.use_upper = self.has_exact_source
-            return False
-
-    def _source_of(self, count: Count) -> str:
-        if count.exact:
-            return "ledger" if self.remote is None else f"ledger / remote:{self.remote.name}"
-        return self.counter_name
-
-    def _counted(
-        self, ctx: FitContext, kept_from: int, answer: RemoteAnswer, events: list[Event], why: str
-    ) -> bool:
-        """Feed a remote count to the ledger (True), or note its failure (False)."""
-        name = self.remote.name if self.remote is not None else "remote"
-        if isinstance(answer, (BaseException, bool)) or answer < 0:
-            error = str(answer) if isinstance(answer, BaseException) else f"bad count {answer!r}"
-            fallback = self.counter_name
-            events.append(RemoteCountFailed(counter=name, error=error, fallback=fallback))
-            logger.warning("remote count by %s failed (%s); using %s", name, error, fallback)
-            return False
-        kept = ctx.seg.head_stop + ctx.end - kept_from
-        events.append(RemoteCounted(counter=name, tokens=answer, messages=kept, purpose=why))
-        sent = ctx.composition(kept_from, self._factors)
-        self._learn(sent, answer, f"remote:{name}", events)
-        return True
-
-    def _learn_sent(self, total: int, origin: str) -> None:
-        sent = self._sent
-        if sent is None or sent.run is not self._run:
-            return
-        counted = sent.counted
-        if counted is not None and origin == "usage":
-            tolerance = 8 + int(MISMATCH_TOLERANCE * counted)
-            if abs(total - counted) > tolerance:
-                name = self._local_name or (
-                    f"local:{self.local.family}" if self.local is not None else "local"
-                )
-                self._pending.append(
-                    UsageMismatch(reported_tokens=total, counted_tokens=counted, counter=name)
-                )
-        self._learn(sent, total, origin, self._pending)
-
-    @property
-    def _factors(self) -> Factors:
-        heuristic, local = self.calibration.factor, self.local_calibration.factor
-        cached = self._factors_cache
-        if cached.heuristic != heuristic or cached.local != local:
-            cached = self._factors_cache = Factors(heuristic, local)
-        return cached
-
-    def _learn(self, sent: Composition, total: int, origin: str, events: list[Event]) -> None:
-        event = learn(
-            sent,
-            total,
-            calibration=self.calibration,
-            local_calibration=self.local_calibration,
-            family=self.local.family if self.local is not None else self.estimator.tokenizer,
-            origin=origin,
-            factors=self._factors,
-            events=events,
-        )
-        events.append(event)
-
-    # -- results ---------------------------------------------------------------------
-
-    def _fitted(
-        self,
-        messages: Sequence[object],
-        ctx: FitContext,
-        dropped: int,
-        events: list[Event],
-        calls: int,
-        made: list[EditRecord],
-    ) -> Fit:
-        run, seg = ctx.run, ctx.seg
-        previous_cut = run.anchor
-        dropped = max(dropped, ctx.first_turn)
-        kept_from = ctx.kept_from(dropped)
-        run.anchor = kept_from if dropped else None
-        count = ctx.count(kept_from, self._factors)
-        if dropped:
-            cut_from, cut_to = seg.head_stop, kept_from
-            kept = run.sent_from(messages, cut_from, cut_to)
-            if ctx.summary is not None:
-                kept.insert(cut_from, ctx.summary.message)
-            new_cut = cut_to != previous_cut
-            if new_cut:
-                # The post-fit pairing guard: re-segment what will be sent. Whole turns
-                # cannot orphan anything, so this only ever catches a bug of ours; it runs
-                # when the cut moves (a kept cut only gains turns already validated).
-                entries = run.ledger.entries
-                shapes = [e.shape for e in entries[:cut_from]] + [e.shape for e in entries[cut_to:]]
-                if ctx.summary is not None:
-                    shapes.insert(cut_from, ctx.summary.shape)
-                guard = segment(shapes)
-                if guard.problems:
-                    run.anchor = None
-                    return self._deferred(messages, ctx, guard.problems, events)
-            before = ctx.cost_function(self._factors)(0)
-            events.append(
-                TranscriptPruned(
-                    dropped_turns=dropped,
-                    dropped_messages=cut_to - cut_from,
-                    kept_messages=len(kept),
-                    tokens_before=before,
-                    tokens_after=count.tokens,
-                    budget=ctx.budget.input_tokens,
-                    new_cut=new_cut,
-                )
-            )
-            if new_cut:
-                newly_from = cut_from if previous_cut is None else min(previous_cut, cut_to)
-                folded = [r for r in made if r.kind == "summarize"]
-                if folded:  # what a summary stands for is not lost
-                    newly_from = max(newly_from, folded[-1].messages[-1] + 1)
-                # An edit this send made to a message it then drops was never sent: its
-                # receipt goes, and the drop's counts what the message was before it.
-                moot = [
-                    r
-                    for r in made
-                    if r.kind != "summarize"
-                    and r.messages
-                    and r.messages[0] >= newly_from
-                    and r.messages[-1] < cut_to
-                ]
-                if moot:
-                    gone = {id(r) for r in moot}
-                    made[:] = [r for r in made if id(r) not in gone]
-                if newly_from < cut_to:
-                    dropped_now = ctx.count(newly_from, self._factors).tokens - count.tokens
-                    dropped_now += sum(r.tokens_freed for r in moot)
-                    made.append(
-                        EditRecord(
-                            kind="drop",
-                            messages=tuple(range(newly_from, cut_to)),
-                            tokens_before=max(dropped_now, 0),
-                            tokens_after=0,
-                        )
-                    )
-                logger.info(
-                    "pruned %d oldest turns (%d messages): ~%d -> ~%d tokens, budget %d",
-                    dropped,
-                    cut_to - cut_from,
-                    before,
-                    count.tokens,
-                    ctx.budget.input_tokens,
-                )
-        else:
-            kept = run.take(messages)
-        events.extend(record.event() for record in made)
-        self._sent = ctx.composition(kept_from, self._factors)
-        dropped_messages = len(messages) - len(kept)
-        if dropped and ctx.summary is not None:
-            dropped_messages += 1  # the summary is sent, but it is none of the caller's
-        return self._result(
-            kept, ctx, count, dropped, dropped_messages, (), events, calls, tuple(made)
-        )
-
-    def _result(
-        self,
-        kept: list[object],
-        ctx: FitContext,
-        count: Count,
-        dropped_turns: int,
-        dropped_messages: int,
-        problems: tuple[Problem, ...],
-        events: list[Event],
-        calls: int,
-        edits: tuple[EditRecord, ...] = (),
-    ) -> Fit:
-        fit = build_fit(
-            kept,
-            ctx,
-            count,
-            dropped_turns=dropped_turns,
-            dropped_messages=dropped_messages,
-            problems=problems,
-            events=events,
-            remote_counts=calls,
-            model_info=self.model_info,
-            floor=self.floor,
-            factors=self._factors,
-            counter_sources=self._counter_sources,
-            edits=edits,
-        )
-        self._sent_reply = fit.max_tokens
-        return fit
-
-    def _fit_damaged(
-        self,
-        messages: Sequence[object],
-        ctx: FitContext,
-        problems: tuple[Problem, ...],
-        events: list[Event],
-    ) -> Fit:
-        """Keep the damaged stretch whole and prune whole turns around it (``_damaged``),
-        with the run's summary after the head standing for the turns it folded (unless
-        the damage lies among them: they are then sent, and the summary is not)."""
-        if ctx.summary is not None:
-            start, stop = damaged_stretch(ctx, problems)
-            if stop > ctx.seg.head_stop and start < ctx.kept_from(0):
-                ctx.summarize(None, 0)
-        plan = plan_damaged(ctx, problems, self._factors)
-        if not plan.fits and self._count_locally(ctx):
-            plan = plan_damaged(ctx, problems, self._factors)
-        described = tuple(str(p) for p in problems)
-        if not plan.fits:
-            refuse_or_keep(
-                ctx,
-                plan.count,
-                floor=self.floor,
-                source=self._source_of(plan.count),
-                damage="; ".join(described[:3]),
-            )
-        ctx.run.anchor = None
-        self._sent = (
-            ctx.composition(plan.kept_from, self._factors) if plan.kept_from is not None else None
-        )
-        sent = ctx.run.patched(list(messages), 0)
-        kept = [sent[i] for i in plan.kept]
-        dropped_messages = len(messages) - len(kept)
-        if ctx.summary is not None:
-            kept.insert(ctx.seg.head_stop, ctx.summary.message)
-        logger.warning(
-            "transcript is damaged (%s); the damaged stretch is sent whole%s",
-            "; ".join(described[:3]),
-            f", {plan.dropped_turns} whole turns around it pruned" if plan.dropped_turns else "",
-        )
-        events.append(
-            TranscriptDeferred(
-                reason="damaged input: the damaged stretch is kept whole"
-                + (
-                    f"; {plan.dropped_turns} whole turns around it pruned"
-                    if plan.dropped_turns
-                    else ""
-                ),
-                problems=described,
-            )
-        )
-        if plan.dropped_turns:
-            events.append(
-                TranscriptPruned(
-                    dropped_turns=plan.dropped_turns,
-                    dropped_messages=dropped_messages,
-                    kept_messages=len(kept),
-                    tokens_before=ctx.cost_function(self._factors)(0),
-                    tokens_after=plan.count.tokens,
-                    budget=ctx.budget.input_tokens,
-                )
-            )
-        return self._result(
-            kept, ctx, plan.count, plan.dropped_turns, dropped_messages, problems, events, 0
-        )
-
-    def _deferred(
-        self,
-        messages: Sequence[object],
-        ctx: FitContext,
-        problems: tuple[Problem, ...],
-        events: list[Event],
-    ) -> Fit:
-        count = ctx.count(ctx.seg.head_stop, self._factors)
-        self._sent = ctx.composition(ctx.seg.head_stop, self._factors)
-        described = tuple(str(p) for p in problems)
-        logger.warning(
-            "transcript is damaged (%s); sending it unchanged for the provider to judge",
-            "; ".join(described[:3]),
-        )
-        events.append(TranscriptDeferred(reason="damaged input: not pruned", problems=described))
-        return self._result(
-            ctx.run.patched(list(messages), 0), ctx, count, 0, 0, problems, events, 0
-        )
+    # The stages' methods, each group in its room (docs/architecture.md).
+    _check_cached_apart = _reports._check_cached_apart
+    _cached_counted_in = _reports._cached_counted_in
+    _request_holds = staticmethod(_reports._request_holds)
+    _assume_window = _reports._assume_window
+    _learn_sent = _reports._learn_sent
+    _factors = property(_reports._factors)
+    _learn = _reports._learn
+    _clamp_arrivals = _edit_stage._clamp_arrivals
+    _loses_context = _edit_stage._loses_context
+    _kept_whole = staticmethod(_edit_stage._kept_whole)
+    _clear_triggered = _edit_stage._clear_triggered
+    _edit = _edit_stage._edit
+    _resume_summary = _edit_stage._resume_summary
+    _still_there = _edit_stage._still_there
+    _summarized = _edit_stage._summarized
+    _fold = _edit_stage._fold
+    _shrink_below = _outcome._shrink_below
+    _fitted = _outcome._fitted
+    _result = _outcome._result
+    _fit_damaged = _outcome._fit_damaged
+    _deferred = _outcome._deferred
+    from_endpoint = classmethod(_sources.from_endpoint)
+    _counter_sources = property(_sources._counter_sources)
+    _count_now = _sources._count_now
+    _text_count = _sources._text_count
+    _count_locally = _sources._count_locally
+    _source_of = _sources._source_of
+    _counted = _sources._counted
+    _infer_tokenizer_from_base = _sources._infer_tokenizer_from_base
+    _decide = _edge._decide
+    _policy = property(_edge._policy)
+    _near_edge = _edge._near_edge
 
 
 def _as_transcript(messages: object) -> Sequence[object]:
@@ -1466,10 +626,6 @@ def _as_transcript(messages: object) -> Sequence[object]:
             "the transcript is empty: a request needs at least the user's message"
         )
     return messages  # each message's type: update_transcript, for the ones it has not seen
-
-
-def _at_most(value: int | None, limit: int) -> int | None:
-    return None if value is None else min(value, limit)
 
 
 def _resolve_model_info(

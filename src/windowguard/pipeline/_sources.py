@@ -1,0 +1,217 @@
+"""Where a fit's counts come from: the caller's counter, the family's local tokenizer,
+the endpoint's count API or the heuristic; and a manager built from an endpoint.
+
+:class:`~windowguard.pipeline.manager.ContextWindowManager` methods kept in a room of their
+own (bound in the class body).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..accounting import infer_family
+from ..accounting.catalog import resolve_model_info
+from ..accounting.local import TEMPLATE_OF, TemplateAccounting
+from ..accounting.remote import CountQuery, RemoteCountError
+from ..accounting.templates import TEXT_TEMPLATES
+from ..core.events import (
+    Event,
+    RemoteCounted,
+    RemoteCountFailed,
+    TokenizerInferred,
+)
+from ._editing import (
+    BytesBounded,
+)
+from ._fitting import Count, FitContext
+from ._settings import (
+    DEFAULT_FALLBACK_WINDOW,
+    RemoteAnswer,
+    logger,
+)
+from ._transcript import Fixed, Transcript
+
+if TYPE_CHECKING:
+    from .manager import ContextWindowManager
+
+
+def from_endpoint(
+    cls: type[ContextWindowManager],
+    /,
+    base_url: str,
+    model: str,
+    api_key: str | None = None,
+    *,
+    timeout: float = 5.0,
+    **options: Any,
+) -> ContextWindowManager:
+    """A manager for ``model`` as served at ``base_url``: window, family and counter.
+
+    Discovery (:func:`windowguard.discover_model_info`) asks the server what window
+    it serves; :func:`windowguard.accounting.remote.discover_counter` finds its count
+    endpoint (vLLM/SGLang ``/tokenize``, llama.cpp, TGI, Anthropic, OpenAI, Gemini).
+    Either may find nothing: the catalog (or the fallback window) and the ledger
+    then do, and events say so.
+
+    Args:
+        base_url: the endpoint, with or without a trailing ``/v1``.
+        model: the model name as the server knows it.
+        api_key: sent to the discovery and count routes.
+        timeout: seconds for each discovery (window; count endpoint).
+        **options: any other :class:`ContextWindowManager` argument.
+
+    Raises:
+        ConfigurationError: a base URL that is not http(s), or a bad option.
+    """
+    from ..accounting.discovery import discover_model_info
+    from ..accounting.remote import discover_counter
+
+    info = options.pop("model_info", None)
+    if info is None:
+        discovered = discover_model_info(base_url, model, api_key=api_key, timeout=timeout)
+        info = resolve_model_info(
+            model,
+            discovered=discovered,
+            overrides=options.get("overrides"),
+            fallback_window=options.get("fallback_window", DEFAULT_FALLBACK_WINDOW),
+        )
+    manager = cls(model, model_info=info, **options)
+    if manager.wants_remote_counter:
+        # Text-only count APIs (llama-cpp-python, older SGLang/TGI) count a chat the
+        # family's template renders here.
+        template = TEMPLATE_OF.get(manager.model_info.tokenizer or "")
+        manager.remote = discover_counter(
+            base_url,
+            model,
+            api_key=api_key,
+            timeout=timeout,
+            template=template if template in TEXT_TEMPLATES else None,
+        )
+    return manager
+
+
+# -- per-run state ---------------------------------------------------------------
+
+
+def _counter_sources(self: ContextWindowManager) -> tuple[str, ...]:
+    """:attr:`counter_name`'s parts, made again only when a counter is replaced."""
+    remote, local, estimator = self.remote, self.local, self.estimator
+    cached = self._sources_cache
+    if (
+        cached is None
+        or cached[0] is not remote
+        or cached[1] is not local
+        or (cached[2] is not estimator)
+    ):
+        names = []
+        if remote is not None:
+            names.append(f"remote:{remote.name}")
+        if local is not None:
+            names.append(self._local_name or f"local:{local.family}")
+        names.append(f"heuristic:{estimator.tokenizer}")
+        cached = self._sources_cache = (remote, local, estimator, tuple(names))
+    return cached[3]
+
+
+def _count_now(self: ContextWindowManager, query: CountQuery) -> RemoteAnswer:
+    remote = self.remote
+    if remote is None:
+        return RemoteCountError("no remote counter")
+    try:
+        return int(remote.count(query))
+    except Exception as exc:  # a counter must never break a send: fall back
+        return exc
+
+
+def _text_count(self: ContextWindowManager) -> Callable[[str], int]:
+    """How the edit stages count a text: the local exact tokenizer when there is one,
+    else the heuristic (dense). Deterministic for a run, so an edit made once is the
+    same bytes on every later send."""
+    local = self.local
+    if local is not None:
+        try:
+            counter = local.counter
+        except Exception as exc:  # a tokenizer that cannot load: the heuristic
+            logger.warning("edits count with the heuristic: %s", exc)
+        else:
+            # A family's own tokenizer is a byte-level BPE; a caller's may be anything.
+            return counter.count if local.explicit else BytesBounded(counter.count)
+    estimator = self.estimator
+    return lambda text: estimator.text_tokens(text, "dense")
+
+
+def _count_locally(self: ContextWindowManager, ctx: FitContext) -> bool:
+    """Count the unmeasured parts exactly with the local tokenizer, if any."""
+    if self.local is None:
+        return False
+    try:
+        return ctx.count_locally(self.local, self._factors) > 0
+    except Exception as exc:  # a broken tokenizer falls back
+        logger.warning("local exact counting failed (%s); using the heuristic", exc)
+        self.local = None
+        self._local_name = None
+        ctx.local_fixed = None
+        ctx.use_upper = self.has_exact_source
+        return False
+
+
+def _source_of(self: ContextWindowManager, count: Count) -> str:
+    if count.exact:
+        return "ledger" if self.remote is None else f"ledger / remote:{self.remote.name}"
+    return self.counter_name
+
+
+def _counted(
+    self: ContextWindowManager,
+    ctx: FitContext,
+    kept_from: int,
+    answer: RemoteAnswer,
+    events: list[Event],
+    why: str,
+) -> bool:
+    """Feed a remote count to the ledger (True), or note its failure (False)."""
+    name = self.remote.name if self.remote is not None else "remote"
+    if isinstance(answer, (BaseException, bool)) or answer < 0:
+        error = str(answer) if isinstance(answer, BaseException) else f"bad count {answer!r}"
+        fallback = self.counter_name
+        events.append(RemoteCountFailed(counter=name, error=error, fallback=fallback))
+        logger.warning("remote count by %s failed (%s); using %s", name, error, fallback)
+        return False
+    kept = ctx.seg.head_stop + ctx.end - kept_from
+    events.append(RemoteCounted(counter=name, tokens=answer, messages=kept, purpose=why))
+    sent = ctx.composition(kept_from, self._factors)
+    self._learn(sent, answer, f"remote:{name}", events)
+    return True
+
+
+def _infer_tokenizer_from_base(
+    self: ContextWindowManager, run: Transcript, head_stop: int, fixed: Fixed, events: list[Event]
+) -> None:
+    """For a model of unknown family, name its tokenizer from the first exact base
+    (framing + tools + head, reported alone), once per run."""
+    if not self._auto_local or self.local is not None:
+        return
+    key = run.base_key[2] if run.base_key is not None else None
+    base = run.ledger.bases.get(key) if key is not None else None
+    if base is None or base.span is not None:
+        return
+    self._auto_local = False
+    head = [e.shape for e in run.ledger.entries[:head_stop]]
+    tools, system_shapes = fixed.tools, fixed.system_shapes
+
+    def count_with(accounting: TemplateAccounting) -> int:
+        counted = accounting.fixed_tokens(tools)
+        counted += sum(accounting.message_tokens(shape) for shape in system_shapes)
+        return counted + sum(accounting.message_tokens(shape) for shape in head)
+
+    found = infer_family(base.tokens, count_with)
+    if found is not None:
+        self.local, counted = found
+        events.append(
+            TokenizerInferred(
+                family=self.local.family, reported_tokens=base.tokens, counted_tokens=counted
+            )
+        )
+        family = self.local.family
+        logger.info("the model counts like %s (%d of %d tokens)", family, counted, base.tokens)
