@@ -29,6 +29,7 @@ import pytest
 
 import windowguard as wg
 from windowguard.core.failures import FailureKind
+from windowguard.run.providers.base import StreamDelta
 from windowguard.run.retry import RetryPolicy
 
 # --------------------------------------------------------------------------- server
@@ -507,7 +508,7 @@ def test_a_broken_answer_followed_by_a_whole_one_completes(provider: str, mode: 
     # the partial text of the broken attempt was streamed out; the transcript keeps
     # only the whole answer
     assert result.messages[-1]["role"] == "assistant" and len(result.messages) == 2
-    assert any(isinstance(d, wg.providers.base.StreamDelta) for d in deltas)
+    assert any(isinstance(d, StreamDelta) for d in deltas)
 
 
 def matrix_table() -> Iterator[str]:

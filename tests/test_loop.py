@@ -19,7 +19,7 @@ import pytest
 
 import windowguard as wg
 from windowguard.core.failures import Failure, FailureKind
-from windowguard.run.providers.base import ModelRequest
+from windowguard.run.providers.base import ModelRequest, StreamDelta
 from windowguard.run.providers.fake import AsyncFakeProvider, FakeCalls, FakeProvider, ScriptItem
 from windowguard.run.tools import ToolThreads
 
@@ -414,7 +414,7 @@ def test_stream_yields_deltas_and_events(h: Harness) -> None:
 
     stream = loop.stream(TASK)
     items = list(stream) if h.mode == "sync" else asyncio.run(collect_async(stream))
-    text = "".join(i.text for i in items if isinstance(i, wg.providers.base.StreamDelta))
+    text = "".join(i.text for i in items if isinstance(i, StreamDelta))
     assert text == "the bug is fixed"
     assert stream.result is not None and stream.result.termination is wg.TerminationReason.COMPLETED
     event_kinds = [i.kind for i in items if isinstance(i, wg.Event)]

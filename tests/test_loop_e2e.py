@@ -23,6 +23,7 @@ import pytest
 import windowguard as wg
 from windowguard.core.failures import FailureKind
 from windowguard.emulator import Emulator
+from windowguard.run.providers.base import StreamDelta
 
 from .exact_tokenizers import require, vocabulary
 from .journal_backends import BACKENDS, Backend, backend_for, new_run_id
@@ -426,7 +427,7 @@ def test_streamed_run_is_fitted_and_takes_usage_from_the_stream() -> None:
             wg.TerminationReason.COMPLETED,
             wg.TerminationReason.MAX_ITERATIONS,
         )
-        deltas = "".join(i.text for i in items if isinstance(i, wg.providers.base.StreamDelta))
+        deltas = "".join(i.text for i in items if isinstance(i, StreamDelta))
         assert deltas and deltas == result.text
         pressures = [i for i in items if isinstance(i, wg.ContextPressure)]
         assert [p.tokens for p in pressures] == [r.prompt_tokens for r in emu.records]

@@ -1,18 +1,16 @@
-"""The edit stage of one fit: clamp what arrived, clear old tool results, and fold
-dropped turns into a summary when :class:`~windowguard.Summarize` is configured.
+"""The edit stage of one fit (:func:`edit_and_decide`): clamp what arrived, clear old
+tool results, and fold dropped turns into a summary when :class:`~windowguard.Summarize`
+is configured, each only when the decision after the last (:mod:`._edge`) still loses
+context.
 
-:class:`~windowguard.pipeline.manager.ContextWindowManager` methods kept in a room of their
-own (bound in the class body); the edits themselves live in :mod:`._editing` and
-:mod:`windowguard.core.edits`.
+Functions of the manager's run state, bound into
+:class:`~windowguard.pipeline.manager.ContextWindowManager`'s class body; the edits
+themselves live in :mod:`._editing` and :mod:`windowguard.core.edits`.
 """
 
 from __future__ import annotations
 
-import operator
-from bisect import bisect_left
-from collections.abc import Generator
-from dataclasses import replace
-from itertools import repeat
+from collections.abc import Generator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..accounting.bounds import message_costs
@@ -20,6 +18,9 @@ from ..core.adapters import shaper
 from ..core.edits.config import trigger_tokens
 from ..core.edits.records import EditRecord
 from ..core.edits.summary import render_turns, summary_message
+from ..core.events import (
+    Event,
+)
 from ..core.prune import turns_to_drop
 from ._editing import (
     SummaryQuery,
@@ -35,10 +36,38 @@ from ._settings import (
     Query,
     logger,
 )
-from ._transcript import same_message
 
 if TYPE_CHECKING:
     from .manager import ContextWindowManager
+
+
+def edit_and_decide(
+    self: ContextWindowManager,
+    ctx: FitContext,
+    messages: Sequence[object],
+    system: object,
+    events: list[Event],
+    refitted: list[EditRecord],
+    distrust: bool,
+) -> Generator[Query, Any, tuple[int | None, int, list[EditRecord]]]:
+    """The edit stage, cheapest first, each edit only when the decision after the last
+    one still loses context: clamp what arrived; decide; clear old tool results (when
+    turns would be lost, or past the clear trigger) and decide again; fold the turns
+    dropped into the summary (when asked) and decide again. Returns what to drop, the
+    remote counts made, and the edits made."""
+    made = refitted + self._clamp_arrivals(ctx)
+    dropped, calls = yield from self._decide(ctx, messages, system, events, distrust, 0)
+    if self._stages and (self._loses_context(ctx, dropped) or self._clear_triggered(ctx, dropped)):
+        edited = self._edit(ctx, dropped)
+        if edited:
+            made += edited
+            dropped, calls = yield from self._decide(ctx, messages, system, events, False, calls)
+    if self._stages.summarize is not None and dropped is not None:
+        folded = yield from self._fold(ctx, dropped)
+        if folded is not None:
+            made.append(folded)
+            dropped, calls = yield from self._decide(ctx, messages, system, events, False, calls)
+    return dropped, calls, made
 
 
 def _clamp_arrivals(self: ContextWindowManager, ctx: FitContext) -> list[EditRecord]:
@@ -146,52 +175,6 @@ def _edit(self: ContextWindowManager, ctx: FitContext, dropped: int | None) -> l
             made += clamp_to_fit(ctx, stages.clamp, room, count, state, self.estimator)
     del dropped
     return made
-
-
-def _resume_summary(self: ContextWindowManager, ctx: FitContext) -> None:
-    """Send the run's summary again, after the head, if the turns it stands for are
-    still where they were (a transcript that changed under it loses it: the turns
-    after it are then counted and dropped as without one)."""
-    summary = self._edit_state.summary
-    if summary is None:
-        return
-    seg = ctx.seg
-    starts = seg.turn_starts
-    at = seg.head_stop + len(summary.covers)  # where the kept turns begin again
-    turn = bisect_left(starts, at)
-    if turn >= len(starts) or starts[turn] != at or not self._still_there(ctx, at):
-        logger.warning("the summarized turns changed; the summary is no longer sent")
-        self._edit_state.summary = None
-        return
-    resumed = self._edit_state.summary  # (with this send's objects)
-    assert resumed is not None
-    ctx.summarize(self._summarized(ctx, resumed), turn)
-
-
-def _still_there(self: ContextWindowManager, ctx: FitContext, at: int) -> bool:
-    """Whether the messages the run's summary folded, and the one it resumes at
-    (``at``), are where they were: the same objects, or equal ones (in the Anthropic
-    format, apart from ``cache_control``), as a proxy parsing each request or a
-    client copying its history sends them. The summary then remembers this send's
-    objects, found by identity again while they are sent. A message the caller
-    changed after it was folded is not in the summary, which must not stand for it."""
-    state = self._edit_state
-    summary = state.summary
-    assert summary is not None
-    now = ctx.run.seen[ctx.seg.head_stop : at + 1]
-    then = [*summary.covers, summary.resumes_at]
-    if len(now) != len(then):
-        return False
-    if all(map(operator.is_, now, then)):
-        return True
-    try:
-        same = now == then  # at C speed; each pair compared by identity first
-    except Exception:  # a message whose == raises (arrays in its content)
-        same = False
-    if not same and not all(map(same_message, now, then, repeat(ctx.run.format))):
-        return False
-    state.summary = replace(summary, covers=tuple(now[:-1]), resumes_at=now[-1])
-    return True
 
 
 def _summarized(self: ContextWindowManager, ctx: FitContext, summary: SummaryState) -> Summarized:

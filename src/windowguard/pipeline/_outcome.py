@@ -1,16 +1,20 @@
-"""The last stages of one fit: shrink ``max_tokens`` below the room left, build the
-:class:`~windowguard.pipeline._fitting.Fit` and its events, and the fits of a damaged or a
-deferred transcript.
+"""The last stage of one fit (:func:`finish`): the
+:class:`~windowguard.pipeline._fitting.Fit` with ``max_tokens`` shrunk to the room left,
+its events and its receipts (:func:`_fitted`); and the fits of a damaged or a deferred
+transcript.
 
-:class:`~windowguard.pipeline.manager.ContextWindowManager` methods kept in a room of their
-own (bound in the class body).
+Functions of the manager's run state, bound into
+:class:`~windowguard.pipeline.manager.ContextWindowManager`'s class body.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Generator, Sequence
+from typing import TYPE_CHECKING, Any
 
+from ..accounting.usage import (
+    NO_USAGE,
+)
 from ..core.edits.records import EditRecord
 from ..core.events import (
     Event,
@@ -20,8 +24,9 @@ from ..core.events import (
 from ..core.turns import Problem, segment
 from ._damaged import damaged_stretch, plan_damaged
 from ._decide import refuse_or_keep
-from ._fitting import Composition, Count, Fit, FitContext, build_fit
+from ._fitting import Count, Fit, FitContext, build_fit
 from ._settings import (
+    Query,
     logger,
 )
 
@@ -29,45 +34,44 @@ if TYPE_CHECKING:
     from .manager import ContextWindowManager
 
 
-def _shrink_below(
+def finish(
     self: ContextWindowManager,
+    messages: Sequence[object],
     ctx: FitContext,
-    refused: tuple[Composition, int | None],
+    dropped: int,
+    events: list[Event],
+    calls: int,
+    made: list[EditRecord],
+    *,
+    tools: Sequence[object] | None,
     max_tokens: int | None,
+    system: object,
+    format: str | None,
     safety: int | None,
-) -> bool:
-    """A provider refused the last request without numbers: assume a window below
-    what that request is now counted to need (exactly, when it could be counted, else
-    its decision count) plus its reply, so the next request is strictly smaller: at
-    least one whole turn fewer, or a smaller ``max_tokens``. Returns whether the
-    window changed (the budget is made again)."""
-    sent, reply = refused
-    if sent.run is ctx.run and sent.end <= ctx.end:
-        found = ctx.run.ledger.count(
-            key=sent.key,
-            head_stop=sent.head_stop,
-            kept_from=sent.kept_from,
-            end=sent.end,
-            costs=ctx.costs,
-            factors=self._factors,
+) -> Generator[Query, Any, Fit]:
+    """The last stage: the :class:`~windowguard.pipeline._fitting.Fit` of this send,
+    or, when a message before the previous cut was replaced and this cut keeps it, the
+    fit of a view rebuilt of every message."""
+    kept_from = ctx.kept_from(dropped)
+    run = ctx.run
+    if not run.verify(messages, kept_from):
+        # A message before the previous cut was replaced, and this cut keeps it: fit
+        # again from a view rebuilt of every message (what was measured stays, and so
+        # do the edits made and the previous cut, which the messages it kept still
+        # place); the edits this pass made are receipted by the next.
+        self._pending, self._pending_edits = events, made
+        run.verified_from = len(run.seen) + 1  # compare everything next time
+        fit: Fit = yield from self.fit_steps(
+            messages,
+            tools=tools,
+            max_tokens=max_tokens,
+            last_usage=NO_USAGE,
+            system=system,
+            format=format,
+            safety=safety,
         )
-        tokens = found.best if found.exact or not ctx.use_upper else found.upper
-    else:
-        tokens = sent.upper if ctx.use_upper else sent.best
-    needed = tokens + (reply or 0)
-    window = max(needed - 1, self.floor + 1)
-    if not 0 < window < self.model_info.context_window:
-        return False
-    self._assume_window(window, "a provider's overflow error without numbers")
-    logger.warning(
-        "the provider refused a request counted at %d tokens (+%d reply) as too long, "
-        "without saying its window: assuming %d",
-        tokens,
-        reply or 0,
-        window,
-    )
-    ctx.budget = self._budget(max_tokens, self.safety if safety is None else safety)
-    return True
+        return fit
+    return self._fitted(messages, ctx, dropped, events, calls, made)
 
 
 def _fitted(

@@ -133,9 +133,6 @@ def _assume_window(self: ContextWindowManager, window: int, origin: str) -> None
     )
 
 
-# -- fitting ---------------------------------------------------------------------
-
-
 def _learn_sent(self: ContextWindowManager, total: int, origin: str) -> None:
     sent = self._sent
     if sent is None or sent.run is not self._run:
@@ -175,9 +172,6 @@ def _learn(
         events=events,
     )
     events.append(event)
-
-
-# -- results ---------------------------------------------------------------------
 
 
 def _at_most(value: int | None, limit: int) -> int | None:

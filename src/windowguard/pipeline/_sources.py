@@ -1,8 +1,8 @@
 """Where a fit's counts come from: the caller's counter, the family's local tokenizer,
 the endpoint's count API or the heuristic; and a manager built from an endpoint.
 
-:class:`~windowguard.pipeline.manager.ContextWindowManager` methods kept in a room of their
-own (bound in the class body).
+Functions of the manager's run state, bound into
+:class:`~windowguard.pipeline.manager.ContextWindowManager`'s class body.
 """
 
 from __future__ import annotations
@@ -10,16 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..accounting import infer_family
 from ..accounting.catalog import resolve_model_info
-from ..accounting.local import TEMPLATE_OF, TemplateAccounting
+from ..accounting.local import TEMPLATE_OF
 from ..accounting.remote import CountQuery, RemoteCountError
 from ..accounting.templates import TEXT_TEMPLATES
 from ..core.events import (
     Event,
     RemoteCounted,
     RemoteCountFailed,
-    TokenizerInferred,
 )
 from ._editing import (
     BytesBounded,
@@ -30,7 +28,6 @@ from ._settings import (
     RemoteAnswer,
     logger,
 )
-from ._transcript import Fixed, Transcript
 
 if TYPE_CHECKING:
     from .manager import ContextWindowManager
@@ -89,9 +86,6 @@ def from_endpoint(
             template=template if template in TEXT_TEMPLATES else None,
         )
     return manager
-
-
-# -- per-run state ---------------------------------------------------------------
 
 
 def _counter_sources(self: ContextWindowManager) -> tuple[str, ...]:
@@ -183,35 +177,3 @@ def _counted(
     sent = ctx.composition(kept_from, self._factors)
     self._learn(sent, answer, f"remote:{name}", events)
     return True
-
-
-def _infer_tokenizer_from_base(
-    self: ContextWindowManager, run: Transcript, head_stop: int, fixed: Fixed, events: list[Event]
-) -> None:
-    """For a model of unknown family, name its tokenizer from the first exact base
-    (framing + tools + head, reported alone), once per run."""
-    if not self._auto_local or self.local is not None:
-        return
-    key = run.base_key[2] if run.base_key is not None else None
-    base = run.ledger.bases.get(key) if key is not None else None
-    if base is None or base.span is not None:
-        return
-    self._auto_local = False
-    head = [e.shape for e in run.ledger.entries[:head_stop]]
-    tools, system_shapes = fixed.tools, fixed.system_shapes
-
-    def count_with(accounting: TemplateAccounting) -> int:
-        counted = accounting.fixed_tokens(tools)
-        counted += sum(accounting.message_tokens(shape) for shape in system_shapes)
-        return counted + sum(accounting.message_tokens(shape) for shape in head)
-
-    found = infer_family(base.tokens, count_with)
-    if found is not None:
-        self.local, counted = found
-        events.append(
-            TokenizerInferred(
-                family=self.local.family, reported_tokens=base.tokens, counted_tokens=counted
-            )
-        )
-        family = self.local.family
-        logger.info("the model counts like %s (%d of %d tokens)", family, counted, base.tokens)

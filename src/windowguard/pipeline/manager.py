@@ -51,6 +51,14 @@ what the ledger measured of messages that are still there).
 Damaged input (orphaned result, unanswered call, unknown role, content of a wrong
 type) is passed on unchanged with ``Fit.deferred`` set and a ``transcript_deferred``
 event, or raises :class:`~windowguard.InvalidTranscriptError` with ``strict=True``.
+
+Layout: this module holds the manager's configuration, its public methods, and
+:meth:`fit_steps`, which reads top to bottom as the stages one send walks, each a function
+in a room of its own (bound into the class body, so it reads the run state the manager
+keeps): learn the last report (``_reports``), the view of this send (``_view``), edit and
+decide (``_edit_stage``, which asks ``_edge`` what to drop after each edit), the guard
+after a refusal (``_edge``), and the :class:`Fit` (``_outcome``). Where counts come from
+is ``_sources``. ``docs/architecture.md`` walks one send through them.
 """
 
 from __future__ import annotations
@@ -73,25 +81,23 @@ from ..accounting.usage import (
     prompt_tokens_from_usage,
 )
 from ..core.adapters import check_format, check_messages
-from ..core.budget import Budget, compute_budget
+from ..core.budget import Budget
 from ..core.edits.config import EditStage, check_edits
 from ..core.edits.records import EditRecord
 from ..core.events import (
     Event,
-    RemoteCountFailed,
 )
 from ..core.exceptions import ConfigurationError, InvalidTranscriptError
 from ..core.prune import POLICIES, PruningPolicy
 from ..core.shrink import DEFAULT_FLOOR, DEFAULT_SAFETY_BUFFER
-from . import _edge, _edit_stage, _outcome, _reports, _sources
-from ._decide import choose, refuse_or_keep
+from . import _edge, _edit_stage, _outcome, _reports, _sources, _view
 from ._editing import (
     EditState,
     Stages,
     SummaryQuery,
     summarize_now,
 )
-from ._fitting import Composition, Fit, FitContext
+from ._fitting import Composition, Fit
 from ._settings import (
     DEFAULT_FALLBACK_WINDOW,
     DEFAULT_HOLD_TURNS,
@@ -106,7 +112,7 @@ from ._settings import (
 from ._settings import (
     RemoteAnswer as RemoteAnswer,
 )
-from ._transcript import RequestParts, Transcript, update_transcript
+from ._transcript import RequestParts, Transcript
 
 __all__ = ["DEFAULT_MAX_REMOTE_COUNTS", "ContextWindowManager", "Fit"]
 
@@ -435,116 +441,38 @@ class ContextWindowManager:
         if last_usage is None:
             self.reset()
         else:
-            self.observe_usage(last_usage)
+            self.observe_usage(last_usage)  # the reports room: what the last send cost
         events: list[Event] = self._pending
         self._pending = []
         refitted, self._pending_edits = self._pending_edits, []
-        run = self._run = update_transcript(self._run, messages, explicit, system, self.estimator)
-        seg = run.index.segmentation()
-        fixed = self._parts.fixed(run.format, system, tools)
         refused, self._refused = self._refused, None
-        budget = self._budget(max_tokens, self.safety if safety is None else safety)
-        self._infer_tokenizer_from_base(run, seg.head_stop, fixed, events)
-        ctx = FitContext(
-            run=run,
-            seg=seg,
-            fixed=fixed,
-            budget=budget,
-            requested=max_tokens,
-            use_upper=self.has_exact_source,
-        )
-        if self._stages.summarize is not None:
-            self._resume_summary(ctx)
-        if self._local_name is not None:
-            self._count_locally(ctx)  # a caller's counter counts everything unmeasured
-        if seg.problems:
+        ctx = self._view_of(messages, explicit, system, tools, max_tokens, safety, events)
+        if ctx.seg.problems:
             if self.strict:
-                first = seg.problems[0]
+                first = ctx.seg.problems[0]
                 raise InvalidTranscriptError(first.problem, index=first.index)
-            return self._fit_damaged(messages, ctx, seg.problems, events)
-        made = refitted + self._clamp_arrivals(ctx)
+            return self._fit_damaged(messages, ctx, ctx.seg.problems, events)
         distrust, self._distrust = self._distrust or refused is not None, False
-        dropped, calls = yield from self._decide(ctx, messages, system, events, distrust, 0)
-        if self._stages and (
-            self._loses_context(ctx, dropped) or self._clear_triggered(ctx, dropped)
-        ):
-            edited = self._edit(ctx, dropped)
-            if edited:
-                made += edited
-                dropped, calls = yield from self._decide(
-                    ctx, messages, system, events, False, calls
-                )
-        if self._stages.summarize is not None and dropped is not None:
-            folded = yield from self._fold(ctx, dropped)
-            if folded is not None:
-                made.append(folded)
-                dropped, calls = yield from self._decide(
-                    ctx, messages, system, events, False, calls
-                )
-        if refused is not None and self._shrink_below(ctx, refused, max_tokens, safety):
-            if not ctx.use_upper:
-                # With only the heuristic, its error may be more than the token the new
-                # window takes off: send less again, down to the low-water mark.
-                lowered = int(ctx.budget.input_tokens * self.low_water)
-                ctx.budget = replace(ctx.budget, input_tokens=lowered)
-            dropped = choose(ctx, self._factors, self._policy)
-        elif (
-            distrust
-            and not ctx.use_upper
-            and dropped is not None
-            and not ctx.count(ctx.kept_from(dropped), self._factors).exact
-        ):
-            # The provider refused the last request although it was counted to fit, and
-            # nothing exact says otherwise now: send less than that count allows, down to
-            # the low-water mark, rather than the same request again.
-            lowered = int(ctx.budget.input_tokens * self.low_water)
-            ctx.budget = replace(ctx.budget, input_tokens=lowered)
-            dropped = choose(ctx, self._factors, self._policy)
-        if dropped is None:
-            minimal = len(seg.turn_starts) - 1 if seg.turn_starts else 0
-            count = ctx.count(ctx.kept_from(minimal), self._factors)
-            if not count.exact and self.remote is not None and calls < self.max_remote_counts:
-                answer = yield ctx.query(ctx.kept_from(minimal), system, self.model or "")
-                calls += 1
-                if self._counted(ctx, ctx.kept_from(minimal), answer, events, "refusal check"):
-                    dropped = choose(ctx, self._factors, self._policy)
-                    count = ctx.count(ctx.kept_from(minimal), self._factors)
-            if (
-                dropped is None
-                and not count.exact
-                and count.tokens + self.floor > ctx.budget.context_window
-                and self.local is None
-                and any(isinstance(event, RemoteCountFailed) for event in events)
-            ):
-                # The bound would refuse, and the count API, the only exact source, failed
-                # for this send: the ledger and the estimates decide (decision 0004), as
-                # with no exact source, rather than a refusal resting on the bound alone.
-                ctx.use_upper = False
-                ctx.refresh()
-                dropped = choose(ctx, self._factors, self._policy)
-                count = ctx.count(ctx.kept_from(minimal), self._factors)
-            if dropped is None:
-                refuse_or_keep(ctx, count, floor=self.floor, source=self._source_of(count))
-                dropped = minimal
-        kept_from = ctx.kept_from(dropped)
-        if not run.verify(messages, kept_from):
-            # A message before the previous cut was replaced, and this cut keeps it: fit
-            # again from a view rebuilt of every message (what was measured stays, and so
-            # do the edits made and the previous cut, which the messages it kept still
-            # place); the edits this pass made are receipted by the next.
-            self._pending, self._pending_edits = events, made
-            run.verified_from = len(run.seen) + 1  # compare everything next time
-            fit: Fit = yield from self.fit_steps(
-                messages,
-                tools=tools,
-                max_tokens=max_tokens,
-                last_usage=NO_USAGE,
-                system=system,
-                format=format,
-                safety=safety,
-            )
-            return fit
-        return self._fitted(messages, ctx, dropped, events, calls, made)
+        dropped, calls, made = yield from self._edit_and_decide(
+            ctx, messages, system, events, refitted, distrust
+        )
+        dropped, calls = yield from self._guard(
+            ctx, system, events, dropped, calls, refused, distrust, max_tokens, safety
+        )
+        fit: Fit = yield from self._finish(
+            messages,
+            ctx,
+            dropped,
+            events,
+            calls,
+            made,
+            tools=tools,
+            max_tokens=max_tokens,
+            system=system,
+            format=format,
+            safety=safety,
+        )
+        return fit
 
     @property
     def summaries(self) -> dict[str, str]:
@@ -559,27 +487,16 @@ class ContextWindowManager:
             if isinstance(key, str) and isinstance(text, str) and text.strip():
                 self._edit_state.summaries[key] = text
 
-    def _budget(self, max_tokens: int | None, safety: int) -> Budget:
-        """The input budget, made again only when what it depends on changes."""
-        info = self.model_info
-        key = (info.context_window, max_tokens, info.max_output_tokens, info.max_input_tokens)
-        cached = self._budget_cache
-        plain = type(safety) is int and (max_tokens is None or type(max_tokens) is int)
-        if plain and cached is not None and cached[0] == key and cached[1] == safety:
-            return cached[2]  # (a bool or a float is validated again, never equal to a hit)
-        budget = compute_budget(
-            context_window=info.context_window,
-            max_tokens=max_tokens,
-            max_output_tokens=info.max_output_tokens,
-            max_input_tokens=info.max_input_tokens,
-            safety=safety,
-        )
-        self._budget_cache = (key, safety, budget)
-        return budget
-
-    # -- counting ----------------------------------------------------------------------
-
-    # The stages' methods, each group in its room (docs/architecture.md).
+    # The stages, in the order one send walks them (fit_steps), each in its room.
+    _view_of = _view.view
+    _edit_and_decide = _edit_stage.edit_and_decide
+    _guard = _edge.guard
+    _finish = _outcome.finish
+    # What the stages and the public methods share, bound from the rooms that hold them.
+    _budget = _view._budget
+    _infer_tokenizer_from_base = _view._infer_tokenizer_from_base
+    _resume_summary = _view._resume_summary
+    _still_there = _view._still_there
     _check_cached_apart = _reports._check_cached_apart
     _cached_counted_in = _reports._cached_counted_in
     _request_holds = staticmethod(_reports._request_holds)
@@ -587,20 +504,6 @@ class ContextWindowManager:
     _learn_sent = _reports._learn_sent
     _factors = property(_reports._factors)
     _learn = _reports._learn
-    _clamp_arrivals = _edit_stage._clamp_arrivals
-    _loses_context = _edit_stage._loses_context
-    _kept_whole = staticmethod(_edit_stage._kept_whole)
-    _clear_triggered = _edit_stage._clear_triggered
-    _edit = _edit_stage._edit
-    _resume_summary = _edit_stage._resume_summary
-    _still_there = _edit_stage._still_there
-    _summarized = _edit_stage._summarized
-    _fold = _edit_stage._fold
-    _shrink_below = _outcome._shrink_below
-    _fitted = _outcome._fitted
-    _result = _outcome._result
-    _fit_damaged = _outcome._fit_damaged
-    _deferred = _outcome._deferred
     from_endpoint = classmethod(_sources.from_endpoint)
     _counter_sources = property(_sources._counter_sources)
     _count_now = _sources._count_now
@@ -608,10 +511,21 @@ class ContextWindowManager:
     _count_locally = _sources._count_locally
     _source_of = _sources._source_of
     _counted = _sources._counted
-    _infer_tokenizer_from_base = _sources._infer_tokenizer_from_base
+    _clamp_arrivals = _edit_stage._clamp_arrivals
+    _loses_context = _edit_stage._loses_context
+    _kept_whole = staticmethod(_edit_stage._kept_whole)
+    _clear_triggered = _edit_stage._clear_triggered
+    _edit = _edit_stage._edit
+    _summarized = _edit_stage._summarized
+    _fold = _edit_stage._fold
     _decide = _edge._decide
     _policy = property(_edge._policy)
     _near_edge = _edge._near_edge
+    _shrink_below = _edge._shrink_below
+    _fitted = _outcome._fitted
+    _result = _outcome._result
+    _fit_damaged = _outcome._fit_damaged
+    _deferred = _outcome._deferred
 
 
 def _as_transcript(messages: object) -> Sequence[object]:
