@@ -49,9 +49,7 @@ Invariants:
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import http.client
 import json
 import re
 import threading
@@ -177,6 +175,8 @@ async def adiscover_model_info(
     hit, cached = _cached(key)
     if hit:
         return cached
+    import asyncio  # on first use: only async callers pay for it
+
     loop = asyncio.get_running_loop()
     future: asyncio.Future[ModelInfo | None] = loop.create_future()
     deadline = time.monotonic() + timeout
@@ -274,6 +274,8 @@ class _Client:
 
     def call(self, method: str, url: str, body: Mapping[str, Any] | None = None) -> Any:
         """Return the decoded JSON of a 2xx answer, else None."""
+        import http.client  # on first use: ``import windowguard`` loads no HTTP client
+
         parts = urlsplit(url)
         cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")

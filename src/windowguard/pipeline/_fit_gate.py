@@ -33,11 +33,15 @@ Invariants:
 
 from __future__ import annotations
 
-import asyncio
+import sys
 import threading
 from collections import deque
+from typing import TYPE_CHECKING
 
 from ..core.exceptions import ConfigurationError
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = ["FitGate"]
 
@@ -124,6 +128,8 @@ class FitGate:
 
     async def aacquire(self) -> None:
         """Take the gate, awaiting the owners before (the event loop keeps running)."""
+        import asyncio  # on first use: only async callers need it
+
         loop = asyncio.get_running_loop()
         with self._mutex:
             if not self._held:
@@ -185,6 +191,10 @@ def _wake(future: asyncio.Future[None]) -> None:
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
+    if "asyncio" not in sys.modules:  # no event loop runs without asyncio imported
+        return None
+    import asyncio
+
     try:
         return asyncio.get_running_loop()
     except RuntimeError:

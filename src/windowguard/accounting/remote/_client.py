@@ -10,9 +10,7 @@ names the endpoint; API keys are redacted from anything a server says back.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import http.client
 import json
 import threading
 import time
@@ -58,6 +56,8 @@ def post(url: str, payload: bytes, headers: Mapping[str, str], deadline: float) 
         if left <= 0:
             raise DeadlineError("no answer before the deadline")
         return left
+
+    import http.client  # on first use: ``import windowguard`` loads no HTTP client
 
     parts = urlsplit(url)
     cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
@@ -215,6 +215,8 @@ class Counter:
         Raises:
             RemoteCountError: as for :meth:`count`.
         """
+        import asyncio  # on first use: only async callers pay for it
+
         body = self._prepared(query)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[tuple[bool, object]] = loop.create_future()

@@ -7,7 +7,6 @@ raises for what a server does and never outlives ``timeout``.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import threading
@@ -222,6 +221,8 @@ async def adiscover_counter(
     count_timeout: float = 2.0,
 ) -> RemoteCounter | None:
     """Async twin of :func:`discover_counter` (shares its cache; never blocks the loop)."""
+    import asyncio  # on first use: only async callers pay for it
+
     return await asyncio.to_thread(
         discover_counter,
         base_url,

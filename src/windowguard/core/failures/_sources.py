@@ -24,7 +24,6 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 from ._patterns import _CONNECTION_WORDS, _RETRY_IN_TEXT, _TIMEOUT_WORDS
@@ -428,6 +427,8 @@ def _retry_after_value(after: str, date: str | None) -> float | None:
         return go
     if date is None:
         return None  # an HTTP date is only usable against the response's own Date (no clock)
+    from email.utils import parsedate_to_datetime  # on first use: loads the email package
+
     try:
         until = parsedate_to_datetime(after)
         now = parsedate_to_datetime(date)

@@ -14,14 +14,16 @@ runner that died is replaced once its lease expires (see :mod:`.base`).
 
 Backends share one contract, :class:`Journal`: :class:`SqliteJournal` (one file, the
 embedded default) and :class:`PostgresJournal` (psycopg 3, for fleets of workers
-resuming each other's runs; ``pip install "windowguard[postgres]"``).
+resuming each other's runs; ``pip install "windowguard[postgres]"``). The backends are
+imported on first use, so a loop without a journal never loads ``sqlite3``.
 """
+
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+from typing import Any as _Any
 
 from ...core.exceptions import JournalError, JournalMismatchError, RunLockedError
 from .base import Journal
 from .lease import Claim, Lease
-from .postgres import PostgresJournal
-from .sqlite import SqliteJournal
 from .state import (
     RunState,
     jsonable,
@@ -32,6 +34,29 @@ from .state import (
     tool_digest,
     transcript_digest,
 )
+
+if _TYPE_CHECKING:
+    from .postgres import PostgresJournal as PostgresJournal
+    from .sqlite import SqliteJournal as SqliteJournal
+
+_BACKENDS = {"PostgresJournal": ".postgres", "SqliteJournal": ".sqlite"}
+
+
+def __getattr__(name: str) -> _Any:
+    """A backend class, imported on first use (``SqliteJournal`` loads ``sqlite3``)."""
+    module = _BACKENDS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
 
 __all__ = [
     "Claim",
