@@ -18,16 +18,10 @@ from collections.abc import Generator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ..core.events import (
-    Event,
-    RemoteCountFailed,
-)
+from ..core.events import Event, RemoteCountFailed
 from ._decide import Policy, candidate, choose, near_edge, refuse_or_keep
 from ._fitting import Composition, FitContext
-from ._settings import (
-    Query,
-    logger,
-)
+from ._settings import Query, logger
 
 if TYPE_CHECKING:
     from .manager import ContextWindowManager

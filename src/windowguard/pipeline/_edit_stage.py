@@ -18,9 +18,7 @@ from ..core.adapters import shaper
 from ..core.edits.config import trigger_tokens
 from ..core.edits.records import EditRecord
 from ..core.edits.summary import render_turns, summary_message
-from ..core.events import (
-    Event,
-)
+from ..core.events import Event
 from ..core.prune import turns_to_drop
 from ._editing import (
     SummaryQuery,
@@ -32,10 +30,7 @@ from ._editing import (
     summary_key,
 )
 from ._fitting import FitContext, Summarized
-from ._settings import (
-    Query,
-    logger,
-)
+from ._settings import Query, logger
 
 if TYPE_CHECKING:
     from .manager import ContextWindowManager

@@ -12,23 +12,14 @@ from __future__ import annotations
 from collections.abc import Generator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..accounting.usage import (
-    NO_USAGE,
-)
+from ..accounting.usage import NO_USAGE
 from ..core.edits.records import EditRecord
-from ..core.events import (
-    Event,
-    TranscriptDeferred,
-    TranscriptPruned,
-)
+from ..core.events import Event, TranscriptDeferred, TranscriptPruned
 from ..core.turns import Problem, segment
 from ._damaged import damaged_stretch, plan_damaged
 from ._decide import refuse_or_keep
 from ._fitting import Count, Fit, FitContext, build_fit
-from ._settings import (
-    Query,
-    logger,
-)
+from ._settings import Query, logger
 
 if TYPE_CHECKING:
     from .manager import ContextWindowManager

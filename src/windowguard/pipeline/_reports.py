@@ -11,16 +11,9 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ..accounting.ledger import Factors
-from ..core.events import (
-    Event,
-    UsageExcludesCached,
-    UsageMismatch,
-)
+from ..core.events import Event, UsageExcludesCached, UsageMismatch
 from ._fitting import Composition, learn
-from ._settings import (
-    MISMATCH_TOLERANCE,
-    logger,
-)
+from ._settings import MISMATCH_TOLERANCE, logger
 
 if TYPE_CHECKING:
     from .manager import ContextWindowManager

@@ -5,9 +5,7 @@ from __future__ import annotations
 import logging
 
 from ..accounting.remote import CountQuery
-from ._editing import (
-    SummaryQuery,
-)
+from ._editing import SummaryQuery
 
 logger = logging.getLogger("windowguard")
 

@@ -14,20 +14,10 @@ from ..accounting.catalog import resolve_model_info
 from ..accounting.local import TEMPLATE_OF
 from ..accounting.remote import CountQuery, RemoteCountError
 from ..accounting.templates import TEXT_TEMPLATES
-from ..core.events import (
-    Event,
-    RemoteCounted,
-    RemoteCountFailed,
-)
-from ._editing import (
-    BytesBounded,
-)
+from ..core.events import Event, RemoteCounted, RemoteCountFailed
+from ._editing import BytesBounded
 from ._fitting import Count, FitContext
-from ._settings import (
-    DEFAULT_FALLBACK_WINDOW,
-    RemoteAnswer,
-    logger,
-)
+from ._settings import DEFAULT_FALLBACK_WINDOW, RemoteAnswer, logger
 
 if TYPE_CHECKING:
     from .manager import ContextWindowManager

@@ -20,15 +20,10 @@ from typing import TYPE_CHECKING
 from ..accounting import infer_family
 from ..accounting.local import TemplateAccounting
 from ..core.budget import Budget, compute_budget
-from ..core.events import (
-    Event,
-    TokenizerInferred,
-)
+from ..core.events import Event, TokenizerInferred
 from ..core.shapes import Format
 from ._fitting import FitContext
-from ._settings import (
-    logger,
-)
+from ._settings import logger
 from ._transcript import Fixed, Transcript, same_message, update_transcript
 
 if TYPE_CHECKING:

@@ -84,34 +84,17 @@ from ..core.adapters import check_format, check_messages
 from ..core.budget import Budget
 from ..core.edits.config import EditStage, check_edits
 from ..core.edits.records import EditRecord
-from ..core.events import (
-    Event,
-)
+from ..core.events import Event
 from ..core.exceptions import ConfigurationError, InvalidTranscriptError
 from ..core.prune import POLICIES, PruningPolicy
 from ..core.shrink import DEFAULT_FLOOR, DEFAULT_SAFETY_BUFFER
 from . import _edge, _edit_stage, _outcome, _reports, _sources, _view
-from ._editing import (
-    EditState,
-    Stages,
-    SummaryQuery,
-    summarize_now,
-)
+from ._editing import EditState, Stages, SummaryQuery, summarize_now
 from ._fitting import Composition, Fit
-from ._settings import (
-    DEFAULT_FALLBACK_WINDOW,
-    DEFAULT_HOLD_TURNS,
-    LOCAL_CALIBRATION_SEED,
-)
-from ._settings import (
-    DEFAULT_MAX_REMOTE_COUNTS as DEFAULT_MAX_REMOTE_COUNTS,
-)
-from ._settings import (
-    Query as Query,
-)
-from ._settings import (
-    RemoteAnswer as RemoteAnswer,
-)
+from ._settings import DEFAULT_FALLBACK_WINDOW, DEFAULT_HOLD_TURNS, LOCAL_CALIBRATION_SEED
+from ._settings import DEFAULT_MAX_REMOTE_COUNTS as DEFAULT_MAX_REMOTE_COUNTS
+from ._settings import Query as Query
+from ._settings import RemoteAnswer as RemoteAnswer
 from ._transcript import RequestParts, Transcript
 
 __all__ = ["DEFAULT_MAX_REMOTE_COUNTS", "ContextWindowManager", "Fit"]
