@@ -266,7 +266,7 @@ class _Entry:
 @functools.cache
 def _table() -> tuple[tuple[_Entry, ...], tuple[_Entry, ...]]:
     """Load ``catalog.json`` once: (models, families)."""
-    raw = resources.files("windowguard").joinpath("catalog.json").read_text(encoding="utf-8")
+    raw = (resources.files("windowguard") / "data" / "catalog.json").read_text("utf-8")
     data = json.loads(raw)
     models = tuple(_entry(item, item["keys"], "catalog.json models") for item in data["models"])
     families = tuple(

@@ -41,7 +41,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
 
 
 def _catalog_names() -> list[str]:
-    raw = resources.files("windowguard").joinpath("catalog.json").read_text(encoding="utf-8")
+    raw = (resources.files("windowguard") / "data" / "catalog.json").read_text("utf-8")
     return [item["keys"][0] for item in json.loads(raw)["models"]]
 
 
