@@ -104,7 +104,7 @@ def _folder(module: str) -> str:
         return FACADE
     path = MODULES[module]
     if len(parts) == 2 and path.name != FACADE:
-        return FACADE  # a module file directly under windowguard/ (there should be none)
+        return path.name  # a module directly under windowguard/: it needs a row of its own
     return parts[1] + "/"
 
 

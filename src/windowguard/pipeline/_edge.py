@@ -38,17 +38,17 @@ def _decide(
 ) -> Generator[Query, Any, tuple[int | None, int]]:
     """Choose what to drop; near the edge (or after a refusal), count exactly first
     and choose again. Returns the choice and the remote counts made so far."""
-    dropped = choose(ctx, self._factors, self._policy)
-    if not ctx.use_upper or not (distrust or self._near_edge(ctx, dropped)):
+    dropped = choose(ctx, self._factors, _policy(self))
+    if not ctx.use_upper or not (distrust or _near_edge(self, ctx, dropped)):
         return dropped, calls
     if self._count_locally(ctx):
-        dropped = choose(ctx, self._factors, self._policy)
+        dropped = choose(ctx, self._factors, _policy(self))
     first = calls
     counted: int | None = None
     while calls < self.max_remote_counts and self.remote is not None:
-        if not (distrust and calls == first) and not self._near_edge(ctx, dropped):
+        if not (distrust and calls == first) and not _near_edge(self, ctx, dropped):
             break
-        guess = choose(ctx, self._factors, self._policy, best=True)
+        guess = choose(ctx, self._factors, _policy(self), best=True)
         kept_from = candidate(ctx, dropped, self._factors, guess, counted)
         if kept_from is None:
             break
@@ -57,7 +57,7 @@ def _decide(
         calls += 1
         if not self._counted(ctx, kept_from, answer, events, "confirm"):
             break
-        dropped = choose(ctx, self._factors, self._policy)
+        dropped = choose(ctx, self._factors, _policy(self))
     return dropped, calls
 
 
@@ -78,13 +78,13 @@ def guard(
     that count allows; and when nothing fits, count the minimal request exactly once
     more before refusing (:class:`~windowguard.ContextTruncatedError`) or keeping it.
     Returns what to drop and the remote counts made."""
-    if refused is not None and self._shrink_below(ctx, refused, max_tokens, safety):
+    if refused is not None and _shrink_below(self, ctx, refused, max_tokens, safety):
         if not ctx.use_upper:
             # With only the heuristic, its error may be more than the token the new
             # window takes off: send less again, down to the low-water mark.
             lowered = int(ctx.budget.input_tokens * self.low_water)
             ctx.budget = replace(ctx.budget, input_tokens=lowered)
-        dropped = choose(ctx, self._factors, self._policy)
+        dropped = choose(ctx, self._factors, _policy(self))
     elif (
         distrust
         and not ctx.use_upper
@@ -96,7 +96,7 @@ def guard(
         # the low-water mark, rather than the same request again.
         lowered = int(ctx.budget.input_tokens * self.low_water)
         ctx.budget = replace(ctx.budget, input_tokens=lowered)
-        dropped = choose(ctx, self._factors, self._policy)
+        dropped = choose(ctx, self._factors, _policy(self))
     if dropped is None:
         starts = ctx.seg.turn_starts
         minimal = len(starts) - 1 if starts else 0
@@ -105,7 +105,7 @@ def guard(
             answer = yield ctx.query(ctx.kept_from(minimal), system, self.model or "")
             calls += 1
             if self._counted(ctx, ctx.kept_from(minimal), answer, events, "refusal check"):
-                dropped = choose(ctx, self._factors, self._policy)
+                dropped = choose(ctx, self._factors, _policy(self))
                 count = ctx.count(ctx.kept_from(minimal), self._factors)
         if (
             dropped is None
@@ -119,7 +119,7 @@ def guard(
             # with no exact source, rather than a refusal resting on the bound alone.
             ctx.use_upper = False
             ctx.refresh()
-            dropped = choose(ctx, self._factors, self._policy)
+            dropped = choose(ctx, self._factors, _policy(self))
             count = ctx.count(ctx.kept_from(minimal), self._factors)
         if dropped is None:
             refuse_or_keep(ctx, count, floor=self.floor, source=self._source_of(count))

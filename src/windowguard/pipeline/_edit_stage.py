@@ -50,15 +50,17 @@ def edit_and_decide(
     turns would be lost, or past the clear trigger) and decide again; fold the turns
     dropped into the summary (when asked) and decide again. Returns what to drop, the
     remote counts made, and the edits made."""
-    made = refitted + self._clamp_arrivals(ctx)
+    made = refitted + _clamp_arrivals(self, ctx)
     dropped, calls = yield from self._decide(ctx, messages, system, events, distrust, 0)
-    if self._stages and (self._loses_context(ctx, dropped) or self._clear_triggered(ctx, dropped)):
+    if self._stages and (
+        _loses_context(self, ctx, dropped) or _clear_triggered(self, ctx, dropped)
+    ):
         edited = self._edit(ctx, dropped)
         if edited:
             made += edited
             dropped, calls = yield from self._decide(ctx, messages, system, events, False, calls)
     if self._stages.summarize is not None and dropped is not None:
-        folded = yield from self._fold(ctx, dropped)
+        folded = yield from _fold(self, ctx, dropped)
         if folded is not None:
             made.append(folded)
             dropped, calls = yield from self._decide(ctx, messages, system, events, False, calls)
@@ -124,7 +126,7 @@ def _edit(self: ContextWindowManager, ctx: FitContext, dropped: int | None) -> l
                 hold = self.hold_turns * ctx.typical_turn(self._factors)
                 target = max(min(target, budget - hold), budget // 4)
         kept = ctx.count(least, self._factors)
-        forced = self._loses_context(ctx, dropped)
+        forced = _loses_context(self, ctx, dropped)
         size = kept.tokens if forced else kept.best  # as _clear_triggered measures it
         need = size - target
         at_least = stages.clear.clear_at_least
@@ -156,7 +158,7 @@ def _edit(self: ContextWindowManager, ctx: FitContext, dropped: int | None) -> l
             made += cleared
             state.futile_clear = None
             if not cleared and not forced:
-                protected = ctx.count(self._kept_whole(ctx, stages.clear.keep), self._factors)
+                protected = ctx.count(_kept_whole(ctx, stages.clear.keep), self._factors)
                 head = ctx.count(ctx.end, self._factors)
                 reach = state.clear_reach + protected.best - head.best
                 state.futile_clear = (anchor, size, reach)

@@ -97,7 +97,7 @@ def _fitted(
             guard = segment(shapes)
             if guard.problems:
                 run.anchor = None
-                return self._deferred(messages, ctx, guard.problems, events)
+                return _deferred(self, messages, ctx, guard.problems, events)
         before = ctx.cost_function(self._factors)(0)
         events.append(
             TranscriptPruned(
@@ -154,7 +154,9 @@ def _fitted(
     dropped_messages = len(messages) - len(kept)
     if dropped and ctx.summary is not None:
         dropped_messages += 1  # the summary is sent, but it is none of the caller's
-    return self._result(kept, ctx, count, dropped, dropped_messages, (), events, calls, tuple(made))
+    return _result(
+        self, kept, ctx, count, dropped, dropped_messages, (), events, calls, tuple(made)
+    )
 
 
 def _result(
@@ -248,8 +250,8 @@ def _fit_damaged(
                 budget=ctx.budget.input_tokens,
             )
         )
-    return self._result(
-        kept, ctx, plan.count, plan.dropped_turns, dropped_messages, problems, events, 0
+    return _result(
+        self, kept, ctx, plan.count, plan.dropped_turns, dropped_messages, problems, events, 0
     )
 
 
@@ -268,4 +270,4 @@ def _deferred(
         "; ".join(described[:3]),
     )
     events.append(TranscriptDeferred(reason="damaged input: not pruned", problems=described))
-    return self._result(ctx.run.patched(list(messages), 0), ctx, count, 0, 0, problems, events, 0)
+    return _result(self, ctx.run.patched(list(messages), 0), ctx, count, 0, 0, problems, events, 0)

@@ -42,30 +42,30 @@ def _check_cached_apart(self: ContextWindowManager, reported: int, cached: int) 
     if self._cached_apart:
         total = reported + cached
         if counted is not None and total > counted + tolerance:
-            if abs(reported - counted) < total - counted and not self._request_holds(sent)[0]:
-                self._cached_counted_in(reported, cached, f"its local count is {counted}")
+            if abs(reported - counted) < total - counted and not _request_holds(sent)[0]:
+                _cached_counted_in(self, reported, cached, f"its local count is {counted}")
             return
         if counted is None:
             costs, entries = sent.costs, sent.run.ledger.entries
             bound = costs.fixed_bound + costs.summary_bound
             bound += sum(e.bound for e in entries[: sent.head_stop])
             bound += sum(e.bound for e in entries[sent.kept_from : sent.end])
-            if total > bound and not self._request_holds(sent)[0]:
-                self._cached_counted_in(reported, cached, f"it can hold at most {bound}")
+            if total > bound and not _request_holds(sent)[0]:
+                _cached_counted_in(self, reported, cached, f"it can hold at most {bound}")
         return
     known = sent.measured
     evidence = ""
     if reported < cached:
         evidence = "fewer than the cached tokens, which a prompt count includes"
     elif reported + 8 < known <= reported + cached + 8:
-        if not self._request_holds(sent)[1]:
+        if not _request_holds(sent)[1]:
             evidence = f"below the {known} tokens already measured of the same request"
     elif (
         counted is not None
         and self._local_name is None
         and abs(reported - counted) > tolerance
         and abs(reported + cached - counted) < abs(reported - counted)
-        and not any(self._request_holds(sent))
+        and not any(_request_holds(sent))
     ):
         evidence = f"the local exact count of the request is {counted}"
     if not evidence:

@@ -45,7 +45,7 @@ def view(
     seg = run.index.segmentation()
     fixed = self._parts.fixed(run.format, system, tools)
     budget = self._budget(max_tokens, self.safety if safety is None else safety)
-    self._infer_tokenizer_from_base(run, seg.head_stop, fixed, events)
+    _infer_tokenizer_from_base(self, run, seg.head_stop, fixed, events)
     ctx = FitContext(
         run=run,
         seg=seg,
@@ -55,7 +55,7 @@ def view(
         use_upper=self.has_exact_source,
     )
     if self._stages.summarize is not None:
-        self._resume_summary(ctx)
+        _resume_summary(self, ctx)
     if self._local_name is not None:
         self._count_locally(ctx)  # a caller's counter counts everything unmeasured
     return ctx
@@ -123,7 +123,7 @@ def _resume_summary(self: ContextWindowManager, ctx: FitContext) -> None:
     starts = seg.turn_starts
     at = seg.head_stop + len(summary.covers)  # where the kept turns begin again
     turn = bisect_left(starts, at)
-    if turn >= len(starts) or starts[turn] != at or not self._still_there(ctx, at):
+    if turn >= len(starts) or starts[turn] != at or not _still_there(self, ctx, at):
         logger.warning("the summarized turns changed; the summary is no longer sent")
         self._edit_state.summary = None
         return

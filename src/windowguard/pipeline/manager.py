@@ -477,12 +477,7 @@ class ContextWindowManager:
     _finish = _outcome.finish
     # What the stages and the public methods share, bound from the rooms that hold them.
     _budget = _view._budget
-    _infer_tokenizer_from_base = _view._infer_tokenizer_from_base
-    _resume_summary = _view._resume_summary
-    _still_there = _view._still_there
     _check_cached_apart = _reports._check_cached_apart
-    _cached_counted_in = _reports._cached_counted_in
-    _request_holds = staticmethod(_reports._request_holds)
     _assume_window = _reports._assume_window
     _learn_sent = _reports._learn_sent
     _factors = property(_reports._factors)
@@ -494,21 +489,11 @@ class ContextWindowManager:
     _count_locally = _sources._count_locally
     _source_of = _sources._source_of
     _counted = _sources._counted
-    _clamp_arrivals = _edit_stage._clamp_arrivals
-    _loses_context = _edit_stage._loses_context
-    _kept_whole = staticmethod(_edit_stage._kept_whole)
-    _clear_triggered = _edit_stage._clear_triggered
     _edit = _edit_stage._edit
     _summarized = _edit_stage._summarized
-    _fold = _edit_stage._fold
     _decide = _edge._decide
-    _policy = property(_edge._policy)
-    _near_edge = _edge._near_edge
-    _shrink_below = _edge._shrink_below
     _fitted = _outcome._fitted
-    _result = _outcome._result
     _fit_damaged = _outcome._fit_damaged
-    _deferred = _outcome._deferred
 
 
 def _as_transcript(messages: object) -> Sequence[object]:
