@@ -20,6 +20,8 @@ from types import ModuleType as _ModuleType
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 from typing import Any as _Any
 
+from ._version import __version__ as __version__
+
 if _TYPE_CHECKING:
     from .accounting.catalog import FALLBACK_WINDOW as FALLBACK_WINDOW
     from .accounting.catalog import ModelInfo as ModelInfo
@@ -260,7 +262,6 @@ class _Namespace(_ModuleType):
 
 _sys.modules[__name__].__class__ = _Namespace
 
-__version__ = "0.1.0"
 
 __all__ = [
     "DEFAULT_EDITS",

@@ -24,6 +24,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from .._version import __version__
 from ..core.exceptions import WindowGuardError
 from . import classify, demo, fit, inspect, models, plot, proxy
 from ._common import ArgumentParser, CliError, common_parent
@@ -38,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Keep LLM agent tool loops inside the model's context window.",
         epilog="Start with `windowguard demo`.",
     )
+    parser.add_argument("--version", action="version", version=f"windowguard {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     parent = common_parent()
     for module in (demo, inspect, fit, models, classify, plot, proxy):
