@@ -65,7 +65,7 @@ MODEL_NAMES = {
 """Model names the catalog maps to each family (half the cases name the model)."""
 MODES = ("exact", "heuristic")
 """(a) ``counter=None``: the family's exact local tokenizer is found; (b) ``"heuristic"``."""
-FLOOR = 200  # the smallest reply a refusal must leave room for (seed 003)
+FLOOR = 200  # the smallest reply a refusal must leave room for (the shrink guard's floor)
 DENSE_SHARE = 1 / 3
 MIN_WINDOW, MAX_WINDOW = 4_096, 200_000
 ISSUE_LIST_TOKENS = 26_000

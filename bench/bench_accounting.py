@@ -52,7 +52,7 @@ MODEL = "acme-coder-7b"  # no catalog knows it: the window and tokenizer must co
 TEMPLATE = "openai"
 CHAT_PATH = "/v1/chat/completions"
 WINDOWS = ((16_384, 2_048), (32_768, 4_096))  # (context window, max_tokens requested)
-OUTPUT_FLOOR = 200  # the smallest reply a refusal must leave room for (seed 003's floor)
+OUTPUT_FLOOR = 200  # the smallest reply a refusal must leave room for (the shrink guard's floor)
 NEAR_BUDGET = 0.9  # "within 10% of the budget": estimate >= 0.9 x budget
 
 SYSTEM = """\

@@ -105,7 +105,9 @@ def build(turns: int) -> tuple[Scenario, Scenario]:
     head = before[: _corpus.split_head(before)]
     probe = wg.ContextWindowManager(model_info=wg.ModelInfo(10**9, tokenizer="o200k"))
     full = probe.fit(after, tools=transcript.tools, max_tokens=MAX_TOKENS).estimated_tokens
-    head_only = probe.fit(head, tools=transcript.tools, max_tokens=MAX_TOKENS).estimated_tokens
+    head_only = probe.fit(
+        head, tools=transcript.tools, max_tokens=MAX_TOKENS, new_run=True
+    ).estimated_tokens
     fits = wg.ModelInfo(2 * full + MAX_TOKENS + SAFETY, tokenizer="o200k")
     prunes = wg.ModelInfo((head_only + full) // 2 + MAX_TOKENS + SAFETY, tokenizer="o200k")
 
@@ -326,12 +328,17 @@ def _turns_to_estimate(family: str, target: int) -> int:
     )
     tools = _corpus.synthetic(0).tools
     low, high = 1, 64
-    while probe.fit(_corpus.synthetic(high).messages, tools=tools).estimated_tokens < target:
+
+    def estimate(turns: int) -> int:  # each probe is a run of its own
+        return probe.fit(
+            _corpus.synthetic(turns).messages, tools=tools, new_run=True
+        ).estimated_tokens
+
+    while estimate(high) < target:
         low, high = high, high * 2
     while low < high:
         middle = (low + high) // 2
-        estimate = probe.fit(_corpus.synthetic(middle).messages, tools=tools).estimated_tokens
-        low, high = (middle + 1, high) if estimate < target else (low, middle)
+        low, high = (middle + 1, high) if estimate(middle) < target else (low, middle)
     return low
 
 

@@ -1336,7 +1336,7 @@ def fit_all() -> dict[str, dict[str, Any]]:
     fitted["claude"] = {
         "basis": (
             f"derived: max({CLAUDE_OVER_O200K} x o200k, measured families); "
-            f"tool-use prompt {CLAUDE_TOOL_USE_PROMPT} (ADR 0002)"
+            f"tool-use prompt {CLAUDE_TOOL_USE_PROMPT} (decision 0002)"
         ),
         **verify("claude", claude, claude_targets, corpus),
     }
@@ -1346,7 +1346,7 @@ def fit_all() -> dict[str, dict[str, Any]]:
     )
     for name in ("gemini", "deepseek"):
         fitted[name] = {
-            "basis": "derived: maximum of the measured families (ADR 0002)",
+            "basis": "derived: maximum of the measured families (decision 0002)",
             **widest,
         }
     return fitted

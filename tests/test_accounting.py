@@ -306,7 +306,9 @@ def test_calibration_grows_only_from_what_was_estimated() -> None:
     measured = next(e for e in hidden.events if isinstance(e, wg.UsageMeasured))
     assert measured.hidden_tokens > 90_000
     assert mgr.calibration.factor == pytest.approx(1.3, rel=0.01)
-    mgr.fit(messages, tools=TOOLS, max_tokens=100, last_usage=None)
+    mgr.fit(messages, tools=TOOLS, max_tokens=100, last_usage=None)  # no usage: kept
+    assert mgr.calibration.factor == pytest.approx(1.3, rel=0.01)
+    mgr.fit(messages, tools=TOOLS, max_tokens=100, new_run=True)
     assert mgr.calibration.factor == mgr.calibration.seed
 
 

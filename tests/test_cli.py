@@ -235,6 +235,30 @@ def test_models_discover_reads_the_served_window(capsys: pytest.CaptureFixture[s
     assert code == 2 and len(err.strip().splitlines()) == 1
 
 
+def test_models_discover_says_an_unreachable_server_is_unreachable(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import socket
+
+    from windowguard.accounting.discovery import clear_discovery_cache
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: a connection to it is refused
+    url = f"http://127.0.0.1:{port}/v1"
+    clear_discovery_cache()
+    code, out, err = _run(capsys, "models", "some-model", "--discover", url, "--timeout", "2")
+    assert code == 2 and not out and len(err.strip().splitlines()) == 1
+    assert f"http://127.0.0.1:{port} is unreachable" in err
+    assert f"GET {url}/models" in err and "refused" in err.lower()
+    assert "no window discovered" not in err
+    # a server that answers, but states no window, is said to have answered
+    with Emulator(flavor="vllm", context_window=12345, model="served-model") as emu:
+        code, _, err = _run(capsys, "models", "other-model", "--discover", emu.base_url)
+    assert code == 2 and "answered, but no endpoint it serves stated a window" in err
+    assert "unreachable" not in err
+
+
 OVERFLOW = '{"error": {"message": "This model\'s maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.", "type": "invalid_request_error", "code": "context_length_exceeded"}}'
 
 

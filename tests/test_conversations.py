@@ -169,7 +169,7 @@ def test_a_refused_afit_of_a_new_conversation_starts_it_over() -> None:
     huge = _chat("task", {"role": "user", "content": "x " * 40_000})
     with pytest.raises(wg.ContextTruncatedError):
         asyncio.run(conversation.afit(huge, max_tokens=100))
-    assert not conversation.started  # its next fit starts the run (last_usage=None)
+    assert not conversation.started  # its next fit starts the run (new_run=True)
     assert conversation.latest_send is None
     asyncio.run(conversation.afit(_chat("task"), max_tokens=100))
     assert conversation.started

@@ -21,13 +21,15 @@ from typing import Any
 
 import pytest
 
+import windowguard as wg
 from windowguard.accounting.discovery import (
     UNLOADED_DEFAULT_WINDOW,
     adiscover_model_info,
     clear_discovery_cache,
+    discover_endpoint,
     discover_model_info,
 )
-from windowguard.core.exceptions import ConfigurationError
+from windowguard.core.exceptions import ConfigurationError, ModelInfoError
 
 Route = tuple[int, Any]  # (status, JSON-able body or raw bytes)
 
@@ -383,6 +385,78 @@ def test_unreachable_gives_none() -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     assert discover_model_info(f"http://127.0.0.1:{port}/v1", "m", timeout=2.0) is None
+
+
+def _closed_port() -> int:
+    """A local port nothing listens on: connecting to it is refused."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_an_unreachable_server_is_named_unreachable_with_the_url_and_the_os_error() -> None:
+    port = _closed_port()
+    found = discover_endpoint(f"http://127.0.0.1:{port}/v1", "m", timeout=2.0)
+    assert found.info is None and found.unreachable
+    assert f"http://127.0.0.1:{port} is unreachable" in found.problem
+    assert f"GET http://127.0.0.1:{port}/v1/models" in found.problem
+    assert "refused" in found.problem.lower()  # the operating system's own words
+
+
+def test_a_server_that_answers_without_a_window_is_not_called_unreachable(serve: Any) -> None:
+    server = serve({("GET", "/v1/models"): (200, {"object": "list", "data": [{"id": "m"}]})})
+    found = discover_endpoint(server.url, "m", timeout=2.0)
+    assert found.info is None and not found.unreachable
+    assert (
+        found.problem == f"{server.url} answered, but no endpoint it serves stated a window for 'm'"
+    )
+    served = serve({("GET", "/v1/models"): (200, VLLM_MODELS)})
+    found = discover_endpoint(served.url, "meta-llama/Llama-3.1-8B-Instruct", timeout=2.0)
+    assert found.info is not None and found.info.context_window == 16384
+    assert not found.unreachable and found.problem == ""
+
+
+def test_from_endpoint_never_guesses_a_window_silently(caplog: Any) -> None:
+    url = f"http://127.0.0.1:{_closed_port()}/v1"
+    with pytest.raises(ModelInfoError) as info:
+        wg.ContextWindowManager.from_endpoint(url, "mystery-model-xyz", timeout=2.0)
+    message = str(info.value)
+    assert url in message and "is unreachable" in message and "refused" in message.lower()
+    assert "fallback_window=" in message and "8192" not in message
+    # asked for by name, the fallback is used, and said: in the log and in the events
+    caplog.set_level("WARNING", logger="windowguard")
+    mgr = wg.ContextWindowManager.from_endpoint(
+        url, "mystery-model-xyz", timeout=2.0, fallback_window=12_000
+    )
+    assert mgr.context_window == 12_000
+    assert mgr.model_info.source_of("context_window") == "fallback"
+    assert "fallback_window=12000" in caplog.text and "is unreachable" in caplog.text
+    fit = mgr.fit([{"role": "user", "content": "hi"}])
+    (estimate,) = [e for e in fit.events if e.kind == "context_estimate"]
+    assert estimate.to_dict()["source"] == "fallback"
+
+
+def test_from_endpoint_uses_the_catalog_for_a_known_model_and_says_the_server_was_down(
+    caplog: Any,
+) -> None:
+    url = f"http://127.0.0.1:{_closed_port()}/v1"
+    caplog.set_level("WARNING", logger="windowguard")
+    mgr = wg.ContextWindowManager.from_endpoint(url, "gpt-4o", timeout=2.0)
+    assert mgr.context_window == wg.lookup_model("gpt-4o").context_window  # type: ignore[union-attr]
+    assert mgr.remote is None  # no count endpoint is looked for at a dead server
+    assert "is unreachable" in caplog.text and "from the catalog" in caplog.text
+
+
+def test_from_endpoint_at_a_server_without_windows_needs_a_fallback_for_an_unknown_model(
+    serve: Any,
+) -> None:
+    server = serve({("GET", "/v1/models"): (200, {"object": "list", "data": []})})
+    with pytest.raises(ModelInfoError, match="answered, but no endpoint it serves stated"):
+        wg.ContextWindowManager.from_endpoint(server.url, "mystery-model-xyz", timeout=2.0)
+    mgr = wg.ContextWindowManager.from_endpoint(
+        server.url, "mystery-model-xyz", timeout=2.0, model_info=wg.ModelInfo(context_window=9000)
+    )
+    assert mgr.context_window == 9000
 
 
 def test_silent_server_returns_none_within_the_total_timeout() -> None:

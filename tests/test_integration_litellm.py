@@ -566,9 +566,9 @@ def test_every_hook_clamps_and_clears(mode: str) -> None:
 
 
 def test_bad_edits_are_refused_where_they_are_given() -> None:
-    with pytest.raises(wg.ConfigurationError, match=r"LiteLLMGuard\(\): edits must hold"):
+    with pytest.raises(wg.ConfigurationError, match=r"ContextWindowGuard\(\): edits must hold"):
         wgl.LiteLLMGuard(edits=["clear"])  # type: ignore[list-item]
-    with pytest.raises(wg.ConfigurationError, match=r"LiteLLMGuard\(\): edits must hold"):
+    with pytest.raises(wg.ConfigurationError, match=r"ContextWindowGuard\(\): edits must hold"):
         wgl.WindowGuardLogger(edits=["clear"])
     with pytest.raises(wg.ConfigurationError, match="pass edits to the ContextWindowManager"):
         wgl.LiteLLMGuard(edits=EDITS, manager=wg.ContextWindowManager("gpt-4o"))

@@ -513,7 +513,7 @@ def test_history_processor_clamps_and_clears() -> None:
 @pytest.mark.parametrize(
     ("make", "caller"),
     [
-        (lambda **o: WindowGuard(**o), "WindowGuard()"),
+        (lambda **o: WindowGuard(**o), "ContextWindowCapability()"),
         (lambda **o: history_processor(**o), "history_processor()"),
     ],
 )

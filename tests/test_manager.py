@@ -299,7 +299,7 @@ def test_large_output_budget_is_kept_while_it_fits() -> None:
     assert mgr.fit(_chat(2), max_tokens=96_000).max_tokens == 96_000
 
 
-def test_calibration_resets_on_first_send_and_only_rises() -> None:
+def test_calibration_resets_when_a_run_starts_and_only_rises() -> None:
     mgr = _manager(100_000)
     messages = _chat(5)
     first = mgr.fit(messages)
@@ -312,7 +312,9 @@ def test_calibration_resets_on_first_send_and_only_rises() -> None:
     assert mgr.calibration.factor == pytest.approx(1.5, rel=0.01)
     mgr.fit(messages, last_usage=NO_USAGE)
     assert mgr.calibration.factor == pytest.approx(1.5, rel=0.01)
-    mgr.fit(messages, last_usage=None)
+    mgr.fit(messages, last_usage=None)  # no usage reported: no reset (decision 0007)
+    assert mgr.calibration.factor == pytest.approx(1.5, rel=0.01)
+    mgr.fit(messages, new_run=True)
     assert mgr.calibration.factor == seed
 
 

@@ -240,7 +240,7 @@ def text_features(text: str) -> tuple[int, ...]:
 # are exact integers: the estimate equals the dot product with text_features()).
 SCALE: Final = 256
 # The fit sees samples of each content class; texts it never saw combine units the fit
-# left tight: every text's estimate is ceil(w . features x 17/16) + 1 (ADR 0002,
+# left tight: every text's estimate is ceil(w . features x 17/16) + 1 (decision 0002,
 # revision 5), still capped by its byte length.
 MARGIN_NUM: Final = 17
 MARGIN_DEN: Final = 16

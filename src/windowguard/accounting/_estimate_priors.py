@@ -41,7 +41,7 @@ MEASURED_FAMILIES: Final = ("o200k", "cl100k", "llama3", "llama4", "qwen", "mist
 UNKNOWN_FAMILY: Final = "unknown"
 """What ``Estimator(None)`` reports as its family: the per-text maximum over
 :data:`MEASURED_FAMILIES`. Not Claude's priors: Claude models are named in the
-catalog, so an unnamed model is not Claude (ADR 0002, revision 5)."""
+catalog, so an unnamed model is not Claude (decision 0002, revision 5)."""
 CONSERVATIVE_FAMILY: Final = UNKNOWN_FAMILY
 """The family ``None`` picks (kept for compatibility; it is :data:`UNKNOWN_FAMILY`)."""
 _OVERHEADS: Final = ("message", "tool_call", "tool", "tools_block", "request")

@@ -106,7 +106,7 @@ class Span:
 
 @dataclass(frozen=True, slots=True)
 class Factors:
-    """The run's calibration factors: one for heuristic estimates (ADR-107's, seeded
+    """The run's calibration factors: one for heuristic estimates (seeded
     above 1) and one for local exact counts (seeded at 1): each grows only from what the
     reports say about its own estimates, so a heuristic under-count never inflates what
     an exact tokenizer counted."""

@@ -18,7 +18,7 @@ Invariants:
   order: the caller's explicit ModelInfo, the caller's overrides (a dict or a JSON/TOML
   file, else the file ``WINDOWGUARD_MODELS`` names), a discovery result, LiteLLM's
   bundled map (read from disk, never imported, never fetched), the built-in table, the
-  family defaults, then the fallback: an 8192-token window (ADR-107) and the unknown
+  family defaults, then the fallback: a conservative 8192-token window and the unknown
   tokenizer family (``tokenizer=None``: the estimator takes, per text, the maximum over
   the families it has measured), with ``source="fallback"``. It reads
   files (overrides, LiteLLM's JSON) but never the network; discovery from servers lives
@@ -67,7 +67,7 @@ __all__ = [
 ]
 
 FALLBACK_WINDOW: Final = 8192
-"""ADR-107's conservative window for a model nobody knows (ADR 0020's 128k is not)."""
+"""The conservative window for a model nobody knows (128k, the pressure gauge's, is not)."""
 
 FALLBACK_TOKENIZER: Final[str | None] = None
 """The tokenizer family of a model nobody knows: None, the *unknown* family, which the
@@ -333,7 +333,7 @@ def lookup_model(name: str) -> ModelInfo | None:
     Raises:
         ModelInfoError: ``name`` is not a string.
 
-    Example:
+    Examples:
         >>> lookup_model("gpt-5").max_input_tokens
         272000
     """
@@ -430,7 +430,7 @@ def resolve_model_info(
             ``"models"`` key), or the path of a JSON or TOML file holding that.
         discovered: what :func:`windowguard.accounting.discovery.discover_model_info` learned.
         use_litellm: read LiteLLM's bundled model map when ``litellm`` is installed.
-        fallback_window: window of a model nobody knows (ADR-107: 8192).
+        fallback_window: window of a model nobody knows (conservatively 8192).
 
     Returns:
         A complete ModelInfo: ``source`` says where the window came from and

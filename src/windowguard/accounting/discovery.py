@@ -30,7 +30,9 @@ Gemini                ``GET /v1beta/models/{id}``            ``inputTokenLimit``
 Invariants:
 
 - It never raises for what a server does: unreachable, refused, 404, garbage, a
-  non-JSON body or a model it does not list all give None.
+  non-JSON body or a model it does not list all give None. :func:`discover_endpoint`
+  says which it was (:class:`Discovery`): a server no request reached is *unreachable*,
+  named with the URL and the operating system's error, never just "nothing found".
 - ``timeout`` bounds the *whole* discovery, not each request: requests share one
   deadline and the work runs on a daemon thread the caller stops waiting for, so even a
   server that accepts and never answers (or a hung DNS lookup) cannot hang a run.
@@ -65,8 +67,10 @@ from .catalog import ModelInfo, lookup_model
 
 __all__ = [
     "UNLOADED_DEFAULT_WINDOW",
+    "Discovery",
     "adiscover_model_info",
     "clear_discovery_cache",
+    "discover_endpoint",
     "discover_model_info",
 ]
 
@@ -79,19 +83,39 @@ _ANTHROPIC_VERSION: Final = "2023-06-01"  # https://docs.claude.com/en/api/versi
 CACHE_ENTRIES: Final = 256
 """Discoveries remembered, least recently used forgotten first."""
 
-_cache: OrderedDict[tuple[str, str], ModelInfo | None] = OrderedDict()
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Discovery:
+    """What one discovery found, or why it found nothing.
+
+    Attributes:
+        info: the served limits (``source="discovered"``), or None.
+        unreachable: no request reached the server (refused, no such host, no route,
+            no answer in time): ``problem`` names the URL and the error.
+        problem: why ``info`` is None, in words (``""`` when it is not): unreachable
+            (``http://h:9 is unreachable (GET http://h:9/v1/models: [Errno 111]
+            Connection refused)``), no answer within the timeout, or a server that
+            answered without stating a window.
+    """
+
+    info: ModelInfo | None
+    unreachable: bool = False
+    problem: str = ""
+
+
+_cache: OrderedDict[tuple[str, str], Discovery] = OrderedDict()
 _cache_lock = threading.Lock()
 
 
-def _cached(key: tuple[str, str]) -> tuple[bool, ModelInfo | None]:
+def _cached(key: tuple[str, str]) -> Discovery | None:
     with _cache_lock:
         if key not in _cache:
-            return False, None
+            return None
         _cache.move_to_end(key)
-        return True, _cache[key]
+        return _cache[key]
 
 
-def _remember(key: tuple[str, str], result: ModelInfo | None) -> None:
+def _remember(key: tuple[str, str], result: Discovery) -> None:
     with _cache_lock:
         _cache[key] = result
         _cache.move_to_end(key)
@@ -120,6 +144,8 @@ def discover_model_info(
 ) -> ModelInfo | None:
     """Ask the server at ``base_url`` what window it serves ``model`` with.
 
+    :func:`discover_endpoint` does the same and also says why nothing was found.
+
     Args:
         base_url: the endpoint, with or without a trailing ``/v1``
             (``http://localhost:8000/v1``, ``https://api.anthropic.com``).
@@ -136,20 +162,40 @@ def discover_model_info(
         ConfigurationError: ``base_url`` is not an http(s) URL, ``model`` is empty, or
             ``timeout`` is not a positive number.
     """
+    return discover_endpoint(base_url, model, api_key=api_key, timeout=timeout).info
+
+
+def discover_endpoint(
+    base_url: str, model: str, *, api_key: str | None = None, timeout: float = 5.0
+) -> Discovery:
+    """:func:`discover_model_info`, saying why nothing was found when nothing was.
+
+    Args:
+        base_url: the endpoint, with or without a trailing ``/v1``.
+        model: the model name as the server knows it.
+        api_key: as for :func:`discover_model_info`.
+        timeout: seconds for the whole discovery, all requests together.
+
+    Returns:
+        The :class:`Discovery` (cached with :func:`discover_model_info`'s results).
+
+    Raises:
+        ConfigurationError: as for :func:`discover_model_info`.
+    """
     root, key = _prepare(base_url, model, timeout)
-    hit, cached = _cached(key)
-    if hit:
+    cached = _cached(key)
+    if cached is not None:
         return cached
     deadline = time.monotonic() + timeout
     done = threading.Event()
-    box: list[ModelInfo | None] = [None]
+    box: list[Discovery] = [_timed_out(root, timeout)]
 
     def work() -> None:
-        box[0] = _discover_safely(root, model, api_key, deadline)
+        box[0] = _discover_safely(root, model, api_key, deadline, timeout)
         done.set()
 
     threading.Thread(target=work, name="windowguard-discovery", daemon=True).start()
-    result = box[0] if done.wait(timeout) else None
+    result = box[0] if done.wait(timeout) else _timed_out(root, timeout)
     _remember(key, result)
     return result
 
@@ -172,21 +218,21 @@ async def adiscover_model_info(
         ConfigurationError: as for :func:`discover_model_info`.
     """
     root, key = _prepare(base_url, model, timeout)
-    hit, cached = _cached(key)
-    if hit:
-        return cached
+    cached = _cached(key)
+    if cached is not None:
+        return cached.info
     import asyncio  # on first use: only async callers pay for it
 
     loop = asyncio.get_running_loop()
-    future: asyncio.Future[ModelInfo | None] = loop.create_future()
+    future: asyncio.Future[Discovery] = loop.create_future()
     deadline = time.monotonic() + timeout
 
-    def deliver(value: ModelInfo | None) -> None:
+    def deliver(value: Discovery) -> None:
         if not future.done():
             future.set_result(value)
 
     def work() -> None:
-        value = _discover_safely(root, model, api_key, deadline)
+        value = _discover_safely(root, model, api_key, deadline, timeout)
         with contextlib.suppress(RuntimeError):  # the loop closed while we worked
             loop.call_soon_threadsafe(deliver, value)
 
@@ -194,9 +240,9 @@ async def adiscover_model_info(
     try:
         result = await asyncio.wait_for(future, timeout)
     except asyncio.TimeoutError:
-        result = None
+        result = _timed_out(root, timeout)
     _remember(key, result)
-    return result
+    return result.info
 
 
 def clear_discovery_cache() -> None:
@@ -221,14 +267,34 @@ def _prepare(base_url: str, model: str, timeout: float) -> tuple[str, tuple[str,
     return root, (root, model)
 
 
+def _timed_out(root: str, timeout: float) -> Discovery:
+    return Discovery(
+        info=None, unreachable=True, problem=f"{root} gave no answer within {timeout:g} s"
+    )
+
+
 def _discover_safely(
-    root: str, model: str, api_key: str | None, deadline: float
-) -> ModelInfo | None:
+    root: str, model: str, api_key: str | None, deadline: float, timeout: float
+) -> Discovery:
+    client = _Client(api_key, deadline)
     try:
-        found = _discover(_Client(api_key, deadline), root, model)
-    except Exception:  # a discovery must never break the caller's run
-        return None
-    return _to_info(found, model) if found is not None else None
+        found = _discover(client, root, model)
+    except _DeadlineError:
+        if client.answered:
+            return Discovery(info=None, problem=f"{root} stated no window within {timeout:g} s")
+        return _timed_out(root, timeout)
+    except Exception as exc:  # a discovery must never break the caller's run
+        return Discovery(info=None, problem=f"discovery at {root} failed: {exc!r}")
+    if found is not None:
+        return Discovery(info=_to_info(found, model))
+    if not client.answered and client.failure:
+        return Discovery(
+            info=None, unreachable=True, problem=f"{root} is unreachable ({client.failure})"
+        )
+    return Discovery(
+        info=None,
+        problem=f"{root} answered, but no endpoint it serves stated a window for {model!r}",
+    )
 
 
 def _to_info(found: _Found, model: str) -> ModelInfo:
@@ -257,6 +323,8 @@ class _Client:
 
     def __init__(self, api_key: str | None, deadline: float) -> None:
         self.deadline = deadline
+        self.answered = False  # some request got an HTTP answer (any status)
+        self.failure = ""  # the first request that got none, and why
         self.headers = {"Accept": "application/json", "User-Agent": "windowguard-discovery"}
         if api_key:
             self.headers |= {
@@ -285,12 +353,14 @@ class _Client:
             payload = json.dumps(body).encode()
             headers["Content-Type"] = "application/json"
         conn = cls(parts.hostname or "", parts.port, timeout=self._remaining())
+        answered = False
         try:
             conn.request(method, path, body=payload, headers=headers)
             sock = conn.sock
             if sock is not None:
                 sock.settimeout(self._remaining())
             response = conn.getresponse()
+            answered = self.answered = True
             if not 200 <= response.status < 300:
                 return None
             chunks: list[bytes] = []
@@ -309,8 +379,10 @@ class _Client:
             return json.loads(b"".join(chunks).decode("utf-8"))
         except _DeadlineError:
             raise
-        except (OSError, http.client.HTTPException, ValueError):
+        except (OSError, http.client.HTTPException, ValueError) as exc:
             # Refused, reset, timed out, not HTTP, not UTF-8, not JSON: no answer here.
+            if not answered and not self.failure:
+                self.failure = f"{method} {url}: {exc or type(exc).__name__}"
             if self.deadline - time.monotonic() <= 0:
                 raise _DeadlineError from None
             return None

@@ -1,6 +1,6 @@
 """The over-counting token estimator, and a guaranteed upper bound beside it.
 
-ADR-107 estimates without a tokenizer: characters divided by 3.5 for prose and by
+The tool-loop design estimates without a tokenizer: characters divided by 3.5 for prose and by
 2.5 for dense machine text, plus per-message and per-tool-call overheads, times a
 calibration factor seeded above 1.0 that only ever rises toward what the provider
 reports. Fixed ratios under-count text that tokenizes densely, so the heuristic here
@@ -158,7 +158,7 @@ class Estimator:
     Raises:
         ConfigurationError: unknown family, or a counter without ``count``.
 
-    Example:
+    Examples:
         >>> Estimator("o200k").count([{"role": "user", "content": "hi"}]) > 0
         True
     """

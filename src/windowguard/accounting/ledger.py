@@ -19,7 +19,7 @@ local exact tokenizer's count. A request's count has two readings:
   on (decision 0004, "the edge rule");
 * **best**: exact where measured, a proportional share of a cut span's total for its kept
   members, the calibrated estimate elsewhere: the number reported, and what decides when
-  no exact source exists at all (ADR-107).
+  no exact source exists at all (the tool-loop design).
 
 Spans are kept as a sorted list of ranges, not written into their messages: recording
 one, and counting any request, costs O(log spans), so a report that covers a thousand

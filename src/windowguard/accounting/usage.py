@@ -3,7 +3,7 @@
 :func:`prompt_tokens_from_usage` reads the prompt tokens of a usage value in any
 supported shape (an int, OpenAI Chat, Anthropic, Responses; dicts or SDK objects);
 :data:`NO_USAGE` says a later send's provider reported none. :class:`Calibration` is
-ADR-107's factor: seeded above 1.0, it only rises toward what reports show, and resets
+the tool-loop design's factor: seeded above 1.0, it only rises toward what reports show, and resets
 on a run's first send.
 """
 
@@ -24,7 +24,7 @@ __all__ = [
 ]
 
 DEFAULT_CALIBRATION_SEED: Final = 1.05
-"""ADR-107: the heuristic's factor starts above 1.0."""
+"""The heuristic's factor starts above 1.0, so its estimates err high."""
 
 
 # --------------------------------------------------------------------------- calibration
@@ -124,8 +124,9 @@ class _NoUsage:
 
 
 NO_USAGE: Final = _NoUsage()
-"""Pass as ``last_usage`` when a later send's provider reported no usage: it neither
-resets nor calibrates (``None`` means a run's first send and resets)."""
+"""Pass as ``last_usage`` when a send's provider reported no usage: it neither resets
+nor calibrates. ``None`` means the same; a run starts only with ``new_run=True`` or
+:meth:`~windowguard.ContextWindowManager.reset` (decision 0007)."""
 
 _ANTHROPIC_CACHE_FIELDS = ("cache_creation_input_tokens", "cache_read_input_tokens")
 

@@ -134,7 +134,7 @@ def common_parent() -> argparse.ArgumentParser:
 def add_model_options(parser: argparse.ArgumentParser) -> None:
     """The model and budget options of ``fit`` and ``inspect``."""
     parser.add_argument("--model", help="model name (catalog limits and tokenizer family)")
-    parser.add_argument("--context-window", type=positive_int, help="window in tokens")
+    parser.add_argument("--context-window", "--window", type=positive_int, help="window in tokens")
     parser.add_argument("--max-output-tokens", type=positive_int, help="the model's output cap")
     parser.add_argument("--max-tokens", type=positive_int, help="the request's reply budget")
     parser.add_argument("--safety", type=int, default=500, help="tokens kept free (default 500)")

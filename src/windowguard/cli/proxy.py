@@ -13,6 +13,9 @@ import argparse
 import os
 from typing import Any
 
+from ..core.prune import POLICIES
+from ..core.shrink import DEFAULT_SAFETY_BUFFER
+from ..run._conversations import DEFAULT_MAX_CONVERSATIONS, DEFAULT_TTL_SECONDS
 from ._common import CliError, add_edit_options, non_negative_int, positive_int
 
 __all__ = ["register", "run"]
@@ -96,7 +99,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-conversations",
         type=positive_int,
-        default=1024,
+        default=DEFAULT_MAX_CONVERSATIONS,
         metavar="N",
         help="conversations remembered per model, least recently used forgotten (default 1024)",
     )
@@ -109,17 +112,41 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         "used forgotten (default 256)",
     )
     parser.add_argument(
+        "--ttl-seconds",
         "--ttl",
+        dest="ttl_seconds",
         type=_positive_float,
-        default=3600.0,
+        default=DEFAULT_TTL_SECONDS,
         metavar="SECONDS",
-        help="forget a conversation idle this long (default 3600)",
+        help="forget a conversation idle this long (default 3600; --ttl is its old name)",
     )
     parser.add_argument(
         "--safety",
         type=non_negative_int,
+        default=DEFAULT_SAFETY_BUFFER,
         metavar="N",
         help="tokens kept free below the window (default 500)",
+    )
+    parser.add_argument(
+        "--pruning",
+        choices=POLICIES,
+        default="low_water",
+        help="low_water (default: drop down to 70%% of the budget and keep that cut, so the "
+        "upstream's prompt cache keeps working) or minimal (drop just enough each time)",
+    )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="answer a damaged transcript (an orphaned tool result, an unanswered call) "
+        "with a 400 instead of passing it on unchanged",
+    )
+    parser.add_argument(
+        "--discover",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="ask the upstream for its models, windows and count endpoint (default: at "
+        "startup, and for each new model unless it is api.openai.com / api.anthropic.com); "
+        "--no-discover asks nothing, so give --window",
     )
     parser.add_argument(
         "--upstream-timeout",
@@ -193,8 +220,11 @@ def run(args: argparse.Namespace) -> int:
         otel=args.otel,
         max_conversations=args.max_conversations,
         max_models=args.max_models,
-        ttl_seconds=args.ttl,
+        ttl_seconds=args.ttl_seconds,
         safety=args.safety,
+        pruning=args.pruning,
+        strict=args.strict,
+        discover=args.discover,
         upstream_timeout=args.upstream_timeout,
         discovery_timeout=args.discovery_timeout,
         header_timeout=args.header_timeout,

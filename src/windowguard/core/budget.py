@@ -1,11 +1,11 @@
-"""Reserve and budget arithmetic (ADR-107 "Reserve + graceful failure").
+"""Reserve and budget arithmetic (the tool-loop design: reserve room for the reply, fail legibly).
 
 ``budget = min(context_window - reserve - safety, max_input_tokens)`` where the
 reserve is the reply allocation: the request's ``max_tokens``, else the model's
 output cap, else a proportional floor (an eighth of the window).
 
 For pruning only, the reserve is capped at half the window: a ``max_tokens`` as large
-as the window (seed 003's 131072 on a 131k model, or catalogs whose output cap equals
+as the window (the shrink guard's 131072 on a 131k model, or catalogs whose output cap equals
 the window) would otherwise prune the transcript to nothing. The transcript is fitted
 to the capped reserve and the shrink guard then fits ``max_tokens`` itself to what
 remains — there is never a defensive cap on ``max_tokens``.

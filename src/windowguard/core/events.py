@@ -5,7 +5,7 @@ the event's fields. Kind names are permanent: operators build dashboards on them
 Events hold no wall-clock time and no random ids, so the same run gives the same
 events (a sink that wants a timestamp adds its own).
 
-``context_pressure`` is exactly ADR 0020's
+``context_pressure`` is exactly the pressure gauge's
 ``{"event": "context_pressure", "tokens", "window", "pressure"}``, measured from the
 provider-reported input tokens after a live model call; the estimate made before a
 send is its own kind, ``context_estimate``.
@@ -64,7 +64,7 @@ class Event:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ContextPressure(Event):
-    """Prompt tokens the provider reported against the window (ADR 0020)."""
+    """Prompt tokens the provider reported against the window (the pressure gauge)."""
 
     kind: ClassVar[str] = "context_pressure"
     tokens: int
@@ -300,7 +300,7 @@ class RunStarted(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelCall(Event):
-    """A live model call completed (replayed calls emit nothing, ADR 0020)."""
+    """A live model call completed (replayed calls emit nothing)."""
 
     kind: ClassVar[str] = "model_call"
     run_id: str

@@ -115,7 +115,7 @@ class ContextTruncatedError(WindowGuardError):
     The refusal rests on the best count available: with an exact count (the provider's
     own reports, its count endpoint) it is raised only when head + newest turn + tools
     + the output floor exceed the window; with no exact source at all, when the
-    estimate exceeds the input budget (ADR-107).
+    estimate exceeds the input budget (the tool-loop design's rule).
 
     Attributes:
         estimated_tokens: the best count of head + newest turn (+ tools).
@@ -151,6 +151,12 @@ class ContextTruncatedError(WindowGuardError):
                 f"the head (system + task), the tools and the newest turn are exactly "
                 f"{estimated_tokens} tokens (counted by {source}); with the smallest reply "
                 f"({floor} tokens) that exceeds the context window {context_window}"
+            )
+        elif budget <= 0:  # a window smaller than the reply reserve plus the safety
+            need = (
+                f"the head (system + task) and the newest turn need ~{estimated_tokens} "
+                f"tokens ({source}) but the context window {context_window} leaves no input "
+                "budget once the reply's share and the safety margin are kept"
             )
         else:
             need = (

@@ -1,4 +1,4 @@
-"""ContextGauge: how full the window is (ADR 0020, CC-1: measurement only).
+"""ContextGauge: how full the window is (the pressure gauge: measurement only).
 
 ``pressure = tokens / window``, measured after each live model call from the
 provider-reported input tokens. The gauge changes nothing about a run.
@@ -21,7 +21,7 @@ __all__ = ["ContextGauge"]
 class ContextGauge:
     """Measures context pressure against one window.
 
-    Example:
+    Examples:
         >>> ContextGauge(window=200_000).measure(tokens=50_000).to_dict()
         {'event': 'context_pressure', 'tokens': 50000, 'window': 200000, 'pressure': 0.25}
     """

@@ -2,7 +2,7 @@
 
 Pruning drops the oldest WHOLE turns — an assistant response with ALL its tool calls,
 together with ALL the results answering them — so the call/result pairing providers
-require is never broken (ADR-107). The head (instructions and task) and the newest
+require is never broken (the tool-loop design). The head (instructions and task) and the newest
 turn are never dropped, so the output is a valid, non-empty transcript that still
 carries the task and the most recent context. Summarisation is not done: it costs a
 provider call per prune and is not deterministic; dropping is cheap and provably safe.

@@ -75,7 +75,7 @@ def redact_secrets(text: str) -> str:
     Returns:
         The redacted text; ``text`` itself when nothing credential-shaped is in it.
 
-    Example:
+    Examples:
         >>> redact_secrets("Incorrect API key provided: sk-proj-abcdefgh12345678.")
         'Incorrect API key provided: [REDACTED].'
         >>> redact_secrets("header x-api-key: abc123def456")

@@ -1,4 +1,4 @@
-"""The max_tokens shrink guard (seed 003, "Context guards").
+"""The max_tokens shrink guard (the shrink guard, docs/background.md).
 
 The provider rejects a request when ``input + tools + max_tokens > context_window``.
 Before each call the guard fits the reply budget into what the window leaves::
@@ -161,7 +161,7 @@ def shrink_max_tokens(
 ) -> ShrinkResult:
     """Seed 003's shrink guard: chars/3 of the JSON request, tools included.
 
-    Example:
+    Examples:
         >>> r = shrink_max_tokens([{"role": "user", "content": "hi"}],
         ...                       context_window=131_072, requested=131_072)
         >>> r.shrunk, r.max_tokens

@@ -1,6 +1,6 @@
 """Segmentation of a transcript into a head and turns, and pairing validation.
 
-Definitions (ADR-107, DESIGN.md "Head, turns, pairing"):
+Definitions (the tool-loop design; decision 0000, "Head and turns"):
 
 * The **head** is the leading system/developer run plus every message up to and
   including the first user message, and every further user message before the first
@@ -282,7 +282,7 @@ def _for(call_id: str) -> str:
 def segment(shapes: Sequence[Shape]) -> Segmentation:
     """Segment a transcript's shapes into head and turns and validate pairing.
 
-    Example:
+    Examples:
         >>> from windowguard.core.shapes import Shape
         >>> seg = segment([
         ...     Shape(kind="system"), Shape(kind="user"),

@@ -117,11 +117,14 @@ def series_from_events(events: Iterable[Mapping[str, Any]], label: str) -> Press
 
 
 def read_events(path: str | Path) -> list[dict[str, Any]]:
-    """Read a JSONL events file (one ``Event.to_dict()`` per line).
+    """Read an events file: JSON Lines, one ``Event.to_dict()`` per line (what
+    :class:`~windowguard.run.sinks.JsonlSink` writes), or one JSON document holding
+    them: an array of event objects, a single event object, or an object whose
+    ``"events"`` is such an array (pretty-printed or not).
 
     Raises:
-        ConfigurationError: the file is missing, unreadable or a line is not a JSON
-            object with an ``"event"`` key; the message names the line.
+        ConfigurationError: the file is missing or unreadable, or holds something else;
+            the message names the line or item and says what was expected.
     """
     file = Path(path)
     try:
@@ -130,6 +133,12 @@ def read_events(path: str | Path) -> list[dict[str, Any]]:
         raise ConfigurationError(f"{path}: no such file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigurationError(f"{path}: cannot read: {exc}") from exc
+    try:
+        whole = json.loads(text)
+    except json.JSONDecodeError:
+        pass  # JSON Lines (or broken): read line by line, below
+    else:
+        return _events_of(path, whole)
     events: list[dict[str, Any]] = []
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -137,11 +146,44 @@ def read_events(path: str | Path) -> list[dict[str, Any]]:
         try:
             value = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise ConfigurationError(f"{path}:{number}: not JSON ({exc.msg})") from None
+            raise ConfigurationError(
+                f"{path}:{number}: not JSON ({exc.msg}); expected {_EXPECTED}"
+            ) from None
         if not isinstance(value, dict) or "event" not in value:
             raise ConfigurationError(f"{path}:{number}: not an event (no 'event' key)")
         events.append(value)
     return events
+
+
+_EXPECTED = (
+    'JSON Lines of events (one {"event": ...} object per line, as JsonlSink writes), '
+    "or one JSON array of such objects"
+)
+
+
+def _events_of(path: str | Path, value: object) -> list[dict[str, Any]]:
+    """The events of a file that is one JSON document."""
+    if isinstance(value, dict) and "event" not in value and isinstance(value.get("events"), list):
+        value = value["events"]
+    if isinstance(value, dict):
+        if "event" not in value:
+            keys = ", ".join(repr(key) for key in list(value)[:5]) or "none"
+            raise ConfigurationError(
+                f"{path}: a JSON object that is not an event (no 'event' key; its keys: "
+                f"{keys}); expected {_EXPECTED}"
+            )
+        return [value]
+    if not isinstance(value, list):
+        kind = {str: "string", bool: "boolean", int: "number", float: "number"}.get(
+            type(value), "null"
+        )
+        raise ConfigurationError(f"{path}: a JSON {kind}, not events; expected {_EXPECTED}")
+    for index, item in enumerate(value):
+        if not isinstance(item, dict) or "event" not in item:
+            raise ConfigurationError(
+                f"{path}: item {index} of the JSON array is not an event (no 'event' key)"
+            )
+    return value
 
 
 def draw_chart(series: Sequence[PressureSeries], path: str | Path, *, title: str = "") -> Path:

@@ -38,13 +38,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, get_args
 
-from ..accounting.counters import TokenCounter, load_counter
+from ..accounting.counters import TokenCounter
 from ..accounting.templates import TEMPLATES, count_prompt
 from ..core import provider_errors
 from ..core.exceptions import ConfigurationError, WindowGuardError
 from ..core.provider_errors import Flavor, WireError
 from . import counting
 from ._body import DEFAULT_MAX_BODY_BYTES, BodyRefusal, declared_length, parse_json
+from ._tokenizer import emulator_counter
 from .faults import FaultPlan, as_fault_plan
 from .flavors import anthropic as anthropic_flavor
 from .flavors import openai as openai_flavor
@@ -115,7 +116,8 @@ class Emulator:
         flavor: ``"openai"``, ``"vllm"``, ``"llamacpp"`` or ``"anthropic"``.
         context_window: prompt plus reply, in tokens.
         tokenizer: anything :func:`windowguard.accounting.counters.load_counter` accepts (an
-            encoding name, a ``.tiktoken`` or ``tokenizer.json`` path, a counter).
+            encoding name, a ``.tiktoken`` or ``tokenizer.json`` path, a counter);
+            ``"o200k_base"`` and ``"cl100k_base"`` load offline with the ``emulator`` extra.
         max_output_tokens: the model's output cap (None: no cap beyond the window).
         api_key: when set, requests must carry it (``Authorization: Bearer`` or
             ``x-api-key``) or get a 401.
@@ -144,6 +146,7 @@ class Emulator:
             non-local host, a tokenizer or fault spec that cannot be used, count APIs
             that cannot be served together, a ``max_body_bytes`` below 1, or a usage
             plan for the anthropic flavour.
+        ImportError: the tokenizer's package is missing (the message names the extra).
     """
 
     def __init__(
@@ -188,7 +191,7 @@ class Emulator:
         self.api_key = api_key
         self.model = model
         self.seed = seed
-        self.counter: TokenCounter = load_counter(tokenizer)
+        self.counter: TokenCounter = emulator_counter(tokenizer)
         self.template = template or _template_for(tokenizer)
         if self.template not in TEMPLATES:
             raise ConfigurationError(

@@ -23,6 +23,11 @@ Invariants:
 - Everything else is the wrapped client's own: attribute access, resources, raw and
   streaming-response wrappers pass through unchanged; ``with_options`` / ``copy``
   return a guarded client sharing this one's conversations.
+- A stream is the one the caller would get without the guard: where the guard asks a
+  Chat Completions stream for ``include_usage`` (the caller left it unset), the
+  usage-only last chunk is read for its usage and never reaches the caller; an
+  ``include_usage`` the caller set, True or False, is sent as set (``docs/integrations.md``,
+  "Streams").
 - The caller keeps its whole transcript and sends it whole every time. Per-conversation
   state is found by the conversation's head (system prompt through the first user
   message) and model, in an LRU of ``max_conversations`` per endpoint and model;
@@ -39,40 +44,52 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ..accounting.catalog import ModelInfo
 from ..core.edits.config import EditStage
 from ..core.exceptions import ConfigurationError
 from ..core.prune import PruningPolicy
+from ..core.shrink import DEFAULT_SAFETY_BUFFER
 from ..pipeline.manager import ContextWindowManager
-from ..run._conversations import DEFAULT_MAX_CONVERSATIONS
+from ..run._conversations import DEFAULT_MAX_CONVERSATIONS, DEFAULT_TTL_SECONDS
 from ..run.providers._common import DEFAULT_DISCOVERY_TIMEOUT
 from ..run.sinks import Sink
 from ._apis import ANTHROPIC_MESSAGES, CHAT, RESPONSES, Api
 from ._core import Guard, GuardPassthrough, Send
 from ._streams import tap, tap_async
 
+if TYPE_CHECKING:
+    # Only for the type checker (a missing SDK is then Any to it): importing this module
+    # imports no SDK.
+    from anthropic import Anthropic, AsyncAnthropic
+    from openai import AsyncOpenAI, OpenAI
+
 __all__ = ["AsyncGuardedClient", "GuardPassthrough", "GuardedClient", "guard"]
+
+Client = TypeVar("Client", bound="OpenAI | AsyncOpenAI | Anthropic | AsyncAnthropic")
+"""A client ``guard`` takes, and the type it returns: the client's own, so a type checker
+sees the SDK's resources, methods and return types (Azure clients are ``OpenAI``'s)."""
 
 
 def guard(
-    client: Any,
+    client: Client,
     *,
     model_info: ModelInfo | None = None,
-    safety: int | None = None,
-    pruning: PruningPolicy | None = None,
-    sinks: Iterable[Sink] = (),
-    strict: bool | None = None,
+    safety: int = DEFAULT_SAFETY_BUFFER,
+    pruning: PruningPolicy = "low_water",
     edits: Sequence[EditStage] | None = None,
-    manager: ContextWindowManager | None = None,
+    strict: bool = False,
+    ttl_seconds: float | None = DEFAULT_TTL_SECONDS,
     max_conversations: int = DEFAULT_MAX_CONVERSATIONS,
     discover: bool | None = None,
+    sinks: Sink | Iterable[Sink] | None = None,
+    manager: ContextWindowManager | None = None,
     discovery_timeout: float = DEFAULT_DISCOVERY_TIMEOUT,
-) -> Any:
+) -> Client:
     """Wrap an ``openai`` or ``anthropic`` client (sync or async) so no call overflows.
 
-    Example:
+    Examples:
         >>> import openai, windowguard as wg  # doctest: +SKIP
         >>> client = wg.guard(openai.OpenAI(base_url="http://127.0.0.1:8000/v1"))  # doctest: +SKIP
 
@@ -83,19 +100,15 @@ def guard(
             discovery and the catalog).
         safety: tokens kept free below the window (default 500).
         pruning: ``"low_water"`` (default, cache-friendly) or ``"minimal"``.
-        sinks: event sinks: each fit's events (``context_estimate``,
-            ``transcript_pruned``, ``max_tokens_shrunk``, ``usage_measured`` ...), a
-            ``context_pressure`` event for each send whose usage came back, and
-            ``guard_passthrough`` for a call sent unchanged.
-        strict: raise :class:`~windowguard.InvalidTranscriptError` on a damaged
-            transcript instead of passing it on.
         edits: edit stages run before whole turns are dropped
             (``[wg.ClampToolResults(...), wg.ClearToolResults(...), wg.Summarize(...)]``;
-            ``docs/edits.md``); ``()`` (default): drop only. Edited messages are sent as
-            new objects of the caller's type; the caller's transcript is never changed.
-        manager: a configured :class:`~windowguard.ContextWindowManager`, copied for each
-            conversation (instead of ``model_info``, ``safety``, ``pruning``, ``strict``,
-            ``edits``).
+            ``docs/edits.md``); None (default): :data:`~windowguard.DEFAULT_EDITS`;
+            ``()``: drop only. Edited messages are sent as new objects of the caller's
+            type; the caller's transcript is never changed.
+        strict: raise :class:`~windowguard.InvalidTranscriptError` on a damaged
+            transcript instead of passing it on.
+        ttl_seconds: a conversation idle this long is forgotten (None: never; default
+            an hour).
         max_conversations: conversations remembered per endpoint and model (LRU; at
             most 256 endpoint and model pairs are remembered, least recently used
             forgotten first).
@@ -105,10 +118,20 @@ def guard(
             and whose count APIs (Anthropic ``count_tokens``, OpenAI
             ``responses/input_tokens``) are known and used without a probe; False: no
             request but the caller's own (no count API either).
+        sinks: event sinks (one callable, several, or None): each fit's events
+            (``context_estimate``, ``transcript_pruned``, ``max_tokens_shrunk``,
+            ``usage_measured`` ...), a ``context_pressure`` event for each send whose
+            usage came back, and ``guard_passthrough`` for a call sent unchanged.
+        manager: a configured :class:`~windowguard.ContextWindowManager`, copied for each
+            conversation (instead of ``model_info``, ``safety``, ``pruning``, ``strict``,
+            ``edits``, left at their defaults).
         discovery_timeout: seconds for each discovery.
 
     Returns:
-        A :class:`GuardedClient` (or :class:`AsyncGuardedClient` for an async client).
+        A :class:`GuardedClient` (or :class:`AsyncGuardedClient` for an async client),
+        typed as the client's own type: it is used exactly like it, and a type checker
+        checks the calls against the SDK (``client.chat.completions.create`` keeps its
+        overloads and return types).
 
     Raises:
         ConfigurationError: ``client`` is not a supported SDK client, or an option is
@@ -127,9 +150,11 @@ def guard(
         max_conversations=max_conversations,
         discover=discover,
         discovery_timeout=discovery_timeout,
+        ttl_seconds=ttl_seconds,
     )
     cls = AsyncGuardedClient if is_async else GuardedClient
-    return cls(state, client)
+    # Not an instance of the client's class, but used exactly like one (see the module).
+    return cast(Client, cls(state, client))
 
 
 _CLIENTS = {
@@ -236,7 +261,7 @@ class GuardedClient(_Base):
             send.failed(exc)
             raise
         if send.request.stream:
-            tap(result, send.usage)
+            tap(result, send.usage, hide_usage_chunk=send.request.usage_added)
         else:
             send.received(result)
         return result
@@ -279,7 +304,7 @@ class AsyncGuardedClient(_Base):
             send.failed(exc)
             raise
         if send.request.stream:
-            tap_async(result, send.usage)
+            tap_async(result, send.usage, hide_usage_chunk=send.request.usage_added)
         else:
             send.received(result)
         return result
@@ -381,7 +406,7 @@ class _StreamManager:
                 send.failed(exc)
             raise
         if send is not None:
-            tap(stream, send.usage)
+            tap(stream, send.usage, hide_usage_chunk=send.request.usage_added)
         return stream
 
     def __exit__(
@@ -423,7 +448,7 @@ class _AsyncStreamManager:
                 send.failed(exc)
             raise
         if send is not None:
-            tap_async(stream, send.usage)
+            tap_async(stream, send.usage, hide_usage_chunk=send.request.usage_added)
         return stream
 
     async def __aexit__(

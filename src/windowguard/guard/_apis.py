@@ -11,6 +11,11 @@ Invariants:
 - The caller's ``kwargs`` are never mutated; the send gets a shallow copy in which only
   the transcript, the reply budget (and, for Anthropic extended thinking, a budget that
   no longer fits below it), and OpenAI's ``stream_options`` differ.
+- A Chat Completions stream reports usage only when asked: where the caller left
+  ``stream_options.include_usage`` unset the guard asks for it
+  (:attr:`Request.usage_added`), and the caller's stream hides what that adds (the
+  usage-only last chunk, the other chunks' ``"usage": null``); an ``include_usage`` the
+  caller set, True or False, is sent as they set it.
 - The transcript sent is ``Fit.messages``: the caller's own message objects, a
   subsequence of what was given, in order.
 - A reply budget is set where the caller gave one (to the fitted value), and where the
@@ -35,6 +40,7 @@ __all__ = [
     "RESPONSES",
     "Api",
     "Request",
+    "adds_usage",
     "asking_for_usage",
     "fitted_kwargs",
     "parse",
@@ -127,6 +133,14 @@ class Request:
     replace_messages: bool
     stream: bool
     lead: int = 0
+
+    @property
+    def usage_added(self) -> bool:
+        """The guard asks this stream for the usage chunk the caller did not ask for (a
+        Chat Completions stream with ``include_usage`` unset): the caller must not see it."""
+        return (
+            self.api.stream_usage and self.stream and adds_usage(self.kwargs.get("stream_options"))
+        )
 
     def fit_options(self) -> dict[str, Any]:
         """The :meth:`ContextWindowManager.fit` arguments besides the transcript."""
@@ -258,12 +272,22 @@ def fitted_kwargs(request: Request, fit: Fit) -> dict[str, Any]:
     return out
 
 
+def adds_usage(stream_options: object) -> bool:
+    """Whether :func:`asking_for_usage` adds ``include_usage`` to a caller's
+    ``stream_options``: they did not set it, either way."""
+    if not given(stream_options):
+        return True
+    return isinstance(stream_options, Mapping) and "include_usage" not in stream_options
+
+
 def asking_for_usage(stream_options: object) -> object:
     """A Chat Completions ``stream_options`` that asks for the usage chunk: the caller's
     own, with ``include_usage`` added unless they set it either way (a copy, never
-    theirs changed)."""
+    theirs changed). Where it is added (:func:`adds_usage`), the caller's stream must
+    hide the usage-only chunk it brings."""
+    if not adds_usage(stream_options):
+        return stream_options
     if not given(stream_options):
         return {"include_usage": True}
-    if isinstance(stream_options, Mapping) and "include_usage" not in stream_options:
-        return {**stream_options, "include_usage": True}
-    return stream_options
+    assert isinstance(stream_options, Mapping)
+    return {**stream_options, "include_usage": True}

@@ -58,7 +58,7 @@ from ..run._conversations import (
 )
 from ..run.providers._common import CounterSource, ModelInfoSource, is_default_host
 from ..run.retry import REACTIVE_SAFETY_TOKENS
-from ..run.sinks import Sink, as_sinks, emit
+from ..run.sinks import Sink, as_sinks, emit, in_conversation
 from ._apis import Api, Request, fitted_kwargs, parse, server_state
 
 __all__ = ["Guard", "GuardPassthrough", "Send"]
@@ -155,7 +155,7 @@ class Guard:
         model_info: ModelInfo | None,
         safety: int | None,
         pruning: PruningPolicy | None,
-        sinks: Iterable[Sink],
+        sinks: Sink | Iterable[Sink] | None,
         strict: bool | None,
         manager: ContextWindowManager | None,
         max_conversations: int,
@@ -316,8 +316,9 @@ class Guard:
         return self._fitted(request, conversation, fitted.fit, fitted.send)
 
     def _fitted(self, request: Request, conversation: Conversation, fit: Fit, number: int) -> Send:
-        for event in fit.events:
-            self.emit(event)
+        with in_conversation(conversation.key):
+            for event in fit.events:
+                self.emit(event)
         return Send(
             guard=self,
             request=request,
@@ -367,8 +368,9 @@ class Guard:
 
     def _adopt(self, send: Send, fit: Fit) -> None:
         """A refit becomes ``send``'s: its events go out, its arguments are sent."""
-        for event in fit.events:
-            self.emit(event)
+        with in_conversation(send.conversation.key):
+            for event in fit.events:
+                self.emit(event)
         send.fit = fit
         send.kwargs = fitted_kwargs(send.request, fit)
 
@@ -430,7 +432,9 @@ class Send:
         conversation = self.conversation
         kept = conversation.record(None if reported is None else usage, send=self._number)
         if kept and reported is not None:
-            self._guard.emit(ContextGauge(conversation.manager.context_window).measure(reported))
+            with in_conversation(conversation.key):
+                gauge = ContextGauge(conversation.manager.context_window)
+                self._guard.emit(gauge.measure(reported))
 
     def failed(self, error: BaseException) -> None:
         """The send raised: learn from an overflow refusal; no usage came back."""

@@ -14,10 +14,20 @@ Every one of those paths reads the SDK stream's single ``_iterator`` (``Stream``
 first usage it sees to a callback. The caller keeps the SDK's own object, of the SDK's
 own type, with its context manager, ``close()``, ``response`` and helpers untouched.
 
-Invariants: items pass through unchanged and in order; the callback runs at most once
-per stream; a stream consumed only in part, closed early or broken by an error never
-calls it (the conversation then knows the send reported no usage). An SDK stream
-without ``_iterator`` (a future SDK) is returned untouched and reports no usage.
+With ``hide_usage_chunk`` (a Chat Completions stream for which the guard, not the
+caller, asked ``include_usage``), the stream the caller reads is the one they would get
+without the guard: the usage-only last chunk (no ``choices``) is read and withheld, and
+the ``"usage": null`` that ``include_usage`` adds to every other chunk is unset again, so
+``chunk.to_dict()`` / ``to_json()`` match too. For an SDK stream helper
+(``chat.completions.stream``) the helper's own raw stream is tapped, so its events and
+``get_final_completion()`` never see the chunk either.
+
+Invariants: items pass through unchanged (but for the hiding above) and in order; the
+callback runs at most once per stream; a stream consumed only in part, closed early or
+broken by an error never calls it (the conversation then knows the send reported no
+usage). An SDK stream without ``_iterator`` (a future SDK) is returned untouched and
+reports no usage (and, with ``hide_usage_chunk``, cannot hide the chunk: the guard then
+does not know the SDK).
 """
 
 from __future__ import annotations
@@ -27,7 +37,7 @@ from typing import Any
 
 from ..core.adapters._common import field
 
-__all__ = ["stream_usage", "tap", "tap_async"]
+__all__ = ["is_usage_only_chunk", "stream_usage", "tap", "tap_async"]
 
 UsageCallback = Callable[[object], None]
 
@@ -54,34 +64,68 @@ def stream_usage(event: object) -> object | None:
     return None
 
 
+def is_usage_only_chunk(event: object) -> bool:
+    """Whether an event is the Chat Completions chunk ``include_usage`` adds at the end
+    of a stream: no ``choices``, a ``usage`` (an SDK object or a decoded JSON chunk)."""
+    return (
+        field(event, "object") == "chat.completion.chunk"
+        and field(event, "choices") == []
+        and _usage_of(event) is not None
+    )
+
+
+def _unset_null_usage(chunk: object) -> None:
+    """Unset the ``"usage": null`` ``include_usage`` adds to a chunk, as if the server
+    had not sent it (a pydantic model's fields set: what ``to_dict()`` / ``to_json()``
+    include). The chunk is the SDK's fresh object for this event, shared with no one."""
+    fields = getattr(chunk, "model_fields_set", None)
+    if isinstance(fields, set) and "usage" in fields and field(chunk, "usage") is None:
+        fields.discard("usage")
+
+
 def _usage_of(holder: object) -> object | None:
     usage = None if holder is None else field(holder, "usage")
     return None if usage is None or isinstance(usage, (str, bytes, int, float)) else usage
 
 
-def tap(stream: Any, on_usage: UsageCallback) -> bool:
+def tap(stream: Any, on_usage: UsageCallback, *, hide_usage_chunk: bool = False) -> bool:
     """Make a sync SDK stream report its usage to ``on_usage`` as it is consumed.
+
+    Args:
+        stream: the SDK's stream (or stream helper) object.
+        on_usage: called once with the usage, when the event reporting it is read.
+        hide_usage_chunk: withhold the usage-only chunk and unset the other chunks'
+            ``"usage": null`` (the guard asked ``include_usage``, the caller did not).
 
     Returns:
         Whether the stream could be tapped.
     """
-    iterator = getattr(stream, "_iterator", None)
+    target = _raw(stream) if hide_usage_chunk else stream
+    iterator = getattr(target, "_iterator", None)
     if iterator is None or not hasattr(iterator, "__next__"):
         return False
-    stream._iterator = _tapped(iterator, on_usage)
+    target._iterator = _tapped(iterator, on_usage, hide_usage_chunk)
     return True
 
 
-def tap_async(stream: Any, on_usage: UsageCallback) -> bool:
+def tap_async(stream: Any, on_usage: UsageCallback, *, hide_usage_chunk: bool = False) -> bool:
     """:func:`tap` for an async SDK stream."""
-    iterator = getattr(stream, "_iterator", None)
+    target = _raw(stream) if hide_usage_chunk else stream
+    iterator = getattr(target, "_iterator", None)
     if iterator is None or not hasattr(iterator, "__anext__"):
         return False
-    stream._iterator = _atapped(iterator, on_usage)
+    target._iterator = _atapped(iterator, on_usage, hide_usage_chunk)
     return True
 
 
-def _tapped(iterator: Iterator[Any], on_usage: UsageCallback) -> Iterator[Any]:
+def _raw(stream: Any) -> Any:
+    """The stream of chunks under an SDK stream helper (its ``_raw_stream``, which the
+    helper reads lazily through ``_iterator``), or the stream itself."""
+    raw = getattr(stream, "_raw_stream", None)
+    return stream if raw is None else raw
+
+
+def _tapped(iterator: Iterator[Any], on_usage: UsageCallback, hide: bool) -> Iterator[Any]:
     reported = False
     try:
         for item in iterator:
@@ -90,6 +134,10 @@ def _tapped(iterator: Iterator[Any], on_usage: UsageCallback) -> Iterator[Any]:
                 if usage is not None:
                     reported = True
                     on_usage(usage)
+            if hide:
+                if is_usage_only_chunk(item):
+                    continue
+                _unset_null_usage(item)
             yield item
     finally:
         close = getattr(iterator, "close", None)
@@ -97,7 +145,9 @@ def _tapped(iterator: Iterator[Any], on_usage: UsageCallback) -> Iterator[Any]:
             close()
 
 
-async def _atapped(iterator: AsyncIterator[Any], on_usage: UsageCallback) -> AsyncIterator[Any]:
+async def _atapped(
+    iterator: AsyncIterator[Any], on_usage: UsageCallback, hide: bool
+) -> AsyncIterator[Any]:
     reported = False
     try:
         async for item in iterator:
@@ -106,6 +156,10 @@ async def _atapped(iterator: AsyncIterator[Any], on_usage: UsageCallback) -> Asy
                 if usage is not None:
                     reported = True
                     on_usage(usage)
+            if hide:
+                if is_usage_only_chunk(item):
+                    continue
+                _unset_null_usage(item)
             yield item
     finally:
         aclose = getattr(iterator, "aclose", None)

@@ -3,13 +3,16 @@
 Two hooks, both over OpenAI-format chat messages (dicts or LiteLLM ``Message`` objects):
 
 - :func:`completion` / :func:`acompletion`, drop-in for ``litellm.completion`` /
-  ``litellm.acompletion`` (same arguments; a :class:`LiteLLMGuard` carries options).
+  ``litellm.acompletion`` (same arguments; a :class:`ContextWindowGuard` carries
+  options).
   Each call fits ``messages`` turn-atomically, counts ``tools`` (or legacy
   ``functions``), fits ``max_tokens`` / ``max_completion_tokens``, calls LiteLLM and
   returns LiteLLM's own response, then feeds the response's usage back. A stream is
   LiteLLM's own stream, passed through chunk by chunk; ``stream_options.include_usage``
-  is added when the caller did not set it, and the last chunk's usage is fed back.
-- :class:`WindowGuardLogger`, a ``CustomLogger`` for the LiteLLM proxy: its
+  is added when the caller did not set it, and the usage-only last chunk that brings is
+  read for its usage and withheld, so the caller gets the chunks it would get without
+  windowguard (an ``include_usage`` the caller set, True or False, is sent as set).
+- :class:`ContextWindowLogger`, a ``CustomLogger`` for the LiteLLM proxy: its
   ``async_pre_call_hook`` fits ``data["messages"]`` and ``max_tokens`` in place before
   the proxy routes the request, and its success / failure callbacks feed the usage back.
   It never adds ``stream_options.include_usage`` (the proxy would pass the usage-only
@@ -50,7 +53,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, MutableMapping, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 try:
     import litellm
@@ -65,7 +68,8 @@ from ..core.edits.config import EditStage, check_edits
 from ..core.exceptions import ConfigurationError
 from ..core.prune import PruningPolicy
 from ..core.shrink import DEFAULT_SAFETY_BUFFER
-from ..guard._apis import asking_for_usage
+from ..guard._apis import adds_usage, asking_for_usage
+from ..guard._streams import is_usage_only_chunk
 from ..pipeline.manager import ContextWindowManager, Fit
 from ..run._conversations import (
     DEFAULT_MAX_CONVERSATIONS,
@@ -78,8 +82,19 @@ from ..run._conversations import (
     head_key,
 )
 from ..run.sinks import Sink, as_sinks, emit
+from ._litellm_types import GuardOptions, typed_acompletion, typed_completion
 
-__all__ = ["LiteLLMGuard", "WindowGuardLogger", "acompletion", "completion"]
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+__all__ = [
+    "ContextWindowGuard",
+    "ContextWindowLogger",
+    "LiteLLMGuard",
+    "WindowGuardLogger",
+    "acompletion",
+    "completion",
+]
 
 SEND_TAG: Final = "windowguard_send"
 """The metadata key a logger-fitted request carries: ``"<conversation key>:<send>"``."""
@@ -104,11 +119,13 @@ class _Send:
         return f"{self.conversation.key}:{self.number}"
 
 
-class LiteLLMGuard:
+class ContextWindowGuard:
     """Fits LiteLLM chat requests; one per configuration (the module functions share one).
 
-    Example:
-        >>> guard = LiteLLMGuard(model_info=wg.ModelInfo(context_window=16_384))
+    ``LiteLLMGuard`` is its old name, kept as an alias.
+
+    Examples:
+        >>> guard = ContextWindowGuard(model_info=wg.ModelInfo(context_window=16_384))
         >>> response = guard.completion(model="openai/my-model", messages=messages)
 
     Args:
@@ -120,11 +137,16 @@ class LiteLLMGuard:
         sinks: callables given every event.
         edits: edit stages run before whole turns are dropped
             (``[wg.ClampToolResults(...), wg.ClearToolResults(...)]``; ``docs/edits.md``);
-            ``()`` (default): drop only. The caller's ``messages`` are never changed.
+            None (default): :data:`~windowguard.DEFAULT_EDITS`; ``()``: drop only. The
+            caller's ``messages`` are never changed.
         manager: a configured manager to copy for each conversation (then leave the
             options above at their defaults: the manager carries its own).
         max_conversations: conversations remembered (least recently used forgotten).
-        ttl_seconds: a conversation idle this long is forgotten.
+        ttl_seconds: a conversation idle this long is forgotten (None: never).
+        discover: accepted for the same options everywhere; LiteLLM routes the call, so
+            there is no endpoint to ask before it: None (default) and False do no
+            discovery and True is refused (LiteLLM's model map fills in what the catalog
+            does not know).
 
     Raises:
         ConfigurationError: an unusable option.
@@ -136,15 +158,16 @@ class LiteLLMGuard:
         model_info: ModelInfo | None = None,
         safety: int = DEFAULT_SAFETY_BUFFER,
         pruning: PruningPolicy = "low_water",
-        strict: bool = False,
-        sinks: Iterable[Sink] = (),
         edits: Sequence[EditStage] | None = None,
-        manager: ContextWindowManager | None = None,
-        max_conversations: int = DEFAULT_MAX_CONVERSATIONS,
+        strict: bool = False,
         ttl_seconds: float | None = DEFAULT_TTL_SECONDS,
+        max_conversations: int = DEFAULT_MAX_CONVERSATIONS,
+        discover: bool | None = None,
+        sinks: Sink | Iterable[Sink] | None = None,
+        manager: ContextWindowManager | None = None,
     ) -> None:
         self.options = ManagerOptions(
-            caller="LiteLLMGuard()",
+            caller="ContextWindowGuard()",
             manager=manager,
             model_info=model_info,
             safety=safety,
@@ -153,7 +176,9 @@ class LiteLLMGuard:
             edits=edits,
             max_conversations=max_conversations,
             ttl_seconds=ttl_seconds,
+            discover=discover,
         )
+        self.options.no_discovery()
         self.sinks = as_sinks(sinks)
         self._stores: ConversationStores[_StoreKey, ConversationStore] = ConversationStores(
             lambda key: self.options.store(lambda: self.options.make(*key))
@@ -191,8 +216,10 @@ class LiteLLMGuard:
                 ``max_tokens`` ...), or the proxy's request body.
             model_info: this request's limits (else the guard's, else the catalog's).
             edits: this request's edit stages (None: the guard's ``edits``).
-            include_usage: ask a stream for usage when the caller did not; the proxy
-                logger passes False, since the usage-only chunk would reach its client.
+            include_usage: ask a stream for usage when the caller did not. The
+                usage-only last chunk that brings reaches whoever reads the stream:
+                :meth:`completion` / :meth:`acompletion` withhold it; the proxy logger
+                passes False, since it would reach its client.
 
         Returns:
             The send, to hand its usage to :meth:`record`.
@@ -295,6 +322,7 @@ class LiteLLMGuard:
 
     # -- calls ---------------------------------------------------------------------------
 
+    @typed_completion
     def completion(self, *args: Any, **kwargs: Any) -> Any:
         """``litellm.completion`` with the request fitted first; same arguments.
 
@@ -306,14 +334,16 @@ class LiteLLMGuard:
                 was not called.
         """
         request, info, edits = _request(args, kwargs)
+        hide = _adds_usage_chunk(request)  # read before the fit asks for it
         send = self.fit_request(request, model_info=info, edits=edits)
         try:
             response = litellm.completion(**request)
         except Exception as exc:
             self.failed(send, exc)
             raise
-        return self._received(request, send, response)
+        return self._received(request, send, response, hide_usage_chunk=hide)
 
+    @typed_acompletion
     async def acompletion(self, *args: Any, **kwargs: Any) -> Any:
         """``litellm.acompletion`` with the request fitted first; same arguments.
 
@@ -325,35 +355,40 @@ class LiteLLMGuard:
                 was not called.
         """
         request, info, edits = _request(args, kwargs)
+        hide = _adds_usage_chunk(request)  # read before the fit asks for it
         send = await self.afit_request(request, model_info=info, edits=edits)
         try:
             response = await litellm.acompletion(**request)
         except Exception as exc:
             self.failed(send, exc)
             raise
-        return self._received(request, send, response)
+        return self._received(request, send, response, hide_usage_chunk=hide)
 
-    def _received(self, request: Mapping[str, Any], send: _Send, response: Any) -> Any:
+    def _received(
+        self, request: Mapping[str, Any], send: _Send, response: Any, *, hide_usage_chunk: bool
+    ) -> Any:
         """LiteLLM's answer to ``send``: a stream, wrapped to feed its usage back when
-        its last chunk comes; a response, whose usage is fed back now."""
+        its last chunk comes (withheld when only windowguard asked for it); a response,
+        whose usage is fed back now."""
         if request.get("stream"):
-            return _UsageStream(response, self, send)
+            return _UsageStream(response, self, send, hide_usage_chunk=hide_usage_chunk)
         self.record(send, getattr(response, "usage", None))
         return response
 
 
-_DEFAULT_GUARD: LiteLLMGuard | None = None
+_DEFAULT_GUARD: ContextWindowGuard | None = None
 _DEFAULT_LOCK = threading.Lock()
 
 
-def _default_guard() -> LiteLLMGuard:
+def _default_guard() -> ContextWindowGuard:
     global _DEFAULT_GUARD
     with _DEFAULT_LOCK:
         if _DEFAULT_GUARD is None:
-            _DEFAULT_GUARD = LiteLLMGuard()
+            _DEFAULT_GUARD = ContextWindowGuard()
         return _DEFAULT_GUARD
 
 
+@typed_completion
 def completion(*args: Any, **kwargs: Any) -> Any:
     """``litellm.completion``, fitted into the window (same arguments).
 
@@ -361,7 +396,7 @@ def completion(*args: Any, **kwargs: Any) -> Any:
     on); a dict is LiteLLM's own and goes through untouched. ``edits=`` (windowguard's
     edit stages, ``[wg.ClampToolResults(...), wg.ClearToolResults(...)]``; never passed
     on) edits tool results before whole turns are dropped; ``()`` or none: drop only.
-    Conversations share one default :class:`LiteLLMGuard`; build your own for other
+    Conversations share one default :class:`ContextWindowGuard`; build your own for other
     options.
 
     Raises:
@@ -371,6 +406,7 @@ def completion(*args: Any, **kwargs: Any) -> Any:
     return _default_guard().completion(*args, **kwargs)
 
 
+@typed_acompletion
 async def acompletion(*args: Any, **kwargs: Any) -> Any:
     """``litellm.acompletion``, fitted into the window (same arguments, as
     :func:`completion`).
@@ -385,8 +421,10 @@ async def acompletion(*args: Any, **kwargs: Any) -> Any:
 # -- the proxy logger --------------------------------------------------------------------
 
 
-class WindowGuardLogger(CustomLogger):
+class ContextWindowLogger(CustomLogger):
     """A LiteLLM ``CustomLogger`` that guards chat requests in the LiteLLM proxy.
+
+    ``WindowGuardLogger`` is its old name, kept as an alias.
 
     Register it in the proxy config (``litellm_settings: callbacks: module.instance``)
     or in ``litellm.callbacks``. ``async_pre_call_hook`` fits ``data`` in place (the
@@ -394,16 +432,18 @@ class WindowGuardLogger(CustomLogger):
     usage back, matched to their send through ``metadata["windowguard_send"]``.
 
     Args:
-        guard: the :class:`LiteLLMGuard` to fit with (default: one built from
+        guard: the :class:`ContextWindowGuard` to fit with (default: one built from
             ``options``).
-        **options: :class:`LiteLLMGuard` options.
+        **options: :class:`ContextWindowGuard` options.
     """
 
-    def __init__(self, guard: LiteLLMGuard | None = None, **options: Any) -> None:
+    def __init__(
+        self, guard: ContextWindowGuard | None = None, **options: Unpack[GuardOptions]
+    ) -> None:
         super().__init__()
         if guard is not None and options:
-            raise ConfigurationError("pass either guard= or LiteLLMGuard options, not both")
-        self.guard = guard if guard is not None else LiteLLMGuard(**options)
+            raise ConfigurationError("pass either guard= or ContextWindowGuard options, not both")
+        self.guard = guard if guard is not None else ContextWindowGuard(**options)
 
     async def async_pre_call_hook(
         self,
@@ -478,6 +518,12 @@ def _tags_of(kwargs: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return None
 
 
+def _adds_usage_chunk(request: Mapping[str, Any]) -> bool:
+    """Whether fitting ``request`` asks its stream for a usage chunk the caller did not
+    ask for (a stream whose ``stream_options.include_usage`` is unset)."""
+    return bool(request.get("stream")) and adds_usage(request.get("stream_options"))
+
+
 def _asks_usage(options: object) -> bool:
     """Whether a request's ``stream_options`` ask for the usage chunk."""
     return isinstance(options, Mapping) and options.get("include_usage") is True
@@ -488,12 +534,16 @@ def _asks_usage(options: object) -> bool:
 
 class _UsageStream:
     """LiteLLM's stream, passed through chunk by chunk; the chunk carrying usage (the
-    last, with ``include_usage``) feeds it back. Anything else is the stream's own."""
+    last, with ``include_usage``) feeds it back, and with ``hide_usage_chunk`` (only
+    windowguard asked for it) is not passed on. Anything else is the stream's own."""
 
-    def __init__(self, stream: Any, guard: LiteLLMGuard, send: _Send) -> None:
+    def __init__(
+        self, stream: Any, guard: ContextWindowGuard, send: _Send, *, hide_usage_chunk: bool = False
+    ) -> None:
         self._stream = stream
         self._guard = guard
         self._send = send
+        self._hide = hide_usage_chunk
         self._done = False
 
     def __getattr__(self, name: str) -> Any:
@@ -503,25 +553,29 @@ class _UsageStream:
         return self
 
     def __next__(self) -> Any:
-        try:
-            chunk = next(self._stream)
-        except StopIteration:
-            self._finish(None)
-            raise
-        self._see(chunk)
-        return chunk
+        while True:
+            try:
+                chunk = next(self._stream)
+            except StopIteration:
+                self._finish(None)
+                raise
+            self._see(chunk)
+            if not (self._hide and is_usage_only_chunk(chunk)):
+                return chunk
 
     def __aiter__(self) -> AsyncIterator[Any]:
         return self
 
     async def __anext__(self) -> Any:
-        try:
-            chunk = await self._stream.__anext__()
-        except StopAsyncIteration:
-            self._finish(None)
-            raise
-        self._see(chunk)
-        return chunk
+        while True:
+            try:
+                chunk = await self._stream.__anext__()
+            except StopAsyncIteration:
+                self._finish(None)
+                raise
+            self._see(chunk)
+            if not (self._hide and is_usage_only_chunk(chunk)):
+                return chunk
 
     def _see(self, chunk: Any) -> None:
         usage = getattr(chunk, "usage", None)
@@ -621,3 +675,9 @@ def _check_model_info(info: object) -> None:
         raise ConfigurationError(
             f"model_info must be a windowguard ModelInfo, got {type(info).__name__}"
         )
+
+
+LiteLLMGuard = ContextWindowGuard
+"""The old name of :class:`ContextWindowGuard` (an alias, the same class)."""
+WindowGuardLogger = ContextWindowLogger
+"""The old name of :class:`ContextWindowLogger` (an alias, the same class)."""

@@ -87,6 +87,7 @@ from ..core.edits.config import EditStage
 from ..core.exceptions import ConfigurationError, ContextTruncatedError, InvalidTranscriptError
 from ..core.gauge import ContextGauge
 from ..core.prune import PruningPolicy
+from ..core.shrink import DEFAULT_SAFETY_BUFFER
 from ..pipeline.manager import ContextWindowManager
 from ..run._conversations import (
     DEFAULT_MAX_CONVERSATIONS,
@@ -128,6 +129,7 @@ class ContextWindowFilter:
         max_conversations: int,
         ttl_seconds: float | None,
         edits: Sequence[EditStage] | None = None,
+        discover: bool | None = None,
     ) -> None:
         self.options = ManagerOptions(
             caller="call_model_input_filter()",
@@ -139,7 +141,9 @@ class ContextWindowFilter:
             edits=edits,
             max_conversations=max_conversations,
             ttl_seconds=ttl_seconds,
+            discover=discover,
         )
+        self.options.no_discovery()
         if model is not None and (not isinstance(model, str) or not model):
             raise ConfigurationError(f"model must be a model name, got {model!r}")
         _check_max_tokens(max_tokens, "max_tokens")
@@ -358,15 +362,16 @@ def call_model_input_filter(
     *,
     model: str | None = None,
     model_info: ModelInfo | None = None,
-    safety: int | None = None,
-    pruning: PruningPolicy | None = None,
-    sinks: Sink | Iterable[Sink] | None = None,
-    strict: bool | None = None,
+    safety: int = DEFAULT_SAFETY_BUFFER,
+    pruning: PruningPolicy = "low_water",
     edits: Sequence[EditStage] | None = None,
+    strict: bool = False,
+    ttl_seconds: float | None = DEFAULT_TTL_SECONDS,
+    max_conversations: int = DEFAULT_MAX_CONVERSATIONS,
+    discover: bool | None = None,
+    sinks: Sink | Iterable[Sink] | None = None,
     manager: ContextWindowManager | None = None,
     max_tokens: int | None = None,
-    max_conversations: int = DEFAULT_MAX_CONVERSATIONS,
-    ttl_seconds: float | None = DEFAULT_TTL_SECONDS,
 ) -> ContextWindowFilter:
     """A ``call_model_input_filter`` for ``RunConfig`` that keeps every model call of an
     Agents SDK run inside the model's window, with the hooks that feed usage back.
@@ -384,7 +389,7 @@ def call_model_input_filter(
         model: the model name for the catalog (default: the agent's model, else the
             SDK's default model).
         model_info: the model's limits, overriding the catalog.
-        safety: tokens kept free below the window (the manager's default when None).
+        safety: tokens kept free below the window.
         pruning: the manager's pruning policy (``"low_water"`` by default).
         sinks: where events go (``context_estimate``, ``transcript_pruned``,
             ``context_pressure`` ...).
@@ -402,6 +407,9 @@ def call_model_input_filter(
             same value in ``ModelSettings(max_tokens=...)``: the filter cannot set it.
         max_conversations: conversations kept per model (least recently used first out).
         ttl_seconds: a conversation idle this long is forgotten (None: never).
+        discover: accepted for the same options everywhere; this surface sees no
+            endpoint to ask, so None (default) and False do no discovery and True is
+            refused (give ``model_info`` for a server the catalog does not know).
 
     Returns:
         The filter; pass it as ``RunConfig(call_model_input_filter=...)`` and its
@@ -422,6 +430,7 @@ def call_model_input_filter(
         max_conversations=max_conversations,
         ttl_seconds=ttl_seconds,
         edits=edits,
+        discover=discover,
     )
 
 

@@ -2,7 +2,9 @@
 
 Two hooks, both over pydantic-ai's own message objects:
 
-- :class:`WindowGuard`, a capability (``Agent(..., capabilities=[WindowGuard(...)])``).
+- :class:`ContextWindowCapability`, a capability
+  (``Agent(..., capabilities=[ContextWindowCapability(...)])``; ``WindowGuard`` is its
+  old name, kept as an alias).
   Its ``prepare_model_request`` hook runs before every attempt at the model, once the
   serving model is known; it fits the request's messages, counts the request's tool
   definitions and instructions, and writes the fitted ``max_tokens`` into the request's
@@ -13,7 +15,7 @@ Two hooks, both over pydantic-ai's own message objects:
   (pydantic-ai 2 removed ``Agent(history_processors=...)``; ``ProcessHistory`` is its
   replacement). A history processor can neither see the request's tool definitions
   nor change its ``model_settings``, and ``ProcessHistory`` writes what it returns back
-  into the run's history; prefer :class:`WindowGuard`.
+  into the run's history; prefer :class:`ContextWindowCapability`.
 
 Invariants:
 
@@ -89,7 +91,7 @@ from ..run.sinks import Sink, as_sinks, emit
 from ._pydantic_messages import ModelMessage, read, sent_messages, tool_dicts
 from ._pydantic_messages import to_openai_chat as to_openai_chat
 
-__all__ = ["WindowGuard", "history_processor", "to_openai_chat"]
+__all__ = ["ContextWindowCapability", "WindowGuard", "history_processor", "to_openai_chat"]
 
 # -- per-conversation fitting -----------------------------------------------------------
 
@@ -163,11 +165,13 @@ def _usage(response: _messages.ModelResponse) -> int | None:
 # -- the capability ---------------------------------------------------------------------
 
 
-class WindowGuard(AbstractCapability[Any]):
+class ContextWindowCapability(AbstractCapability[Any]):
     """A pydantic-ai capability that fits every model request into the context window.
 
-    Example:
-        >>> agent = Agent(model, tools=[...], capabilities=[WindowGuard(safety=500)])
+    ``WindowGuard`` is its old name, kept as an alias.
+
+    Examples:
+        >>> agent = Agent(model, tools=[...], capabilities=[ContextWindowCapability()])
 
     Args:
         model_info: the model's limits; else the catalog's for the request's model name
@@ -185,7 +189,10 @@ class WindowGuard(AbstractCapability[Any]):
         manager: a configured manager to copy for each conversation (then leave the
             options above at their defaults: the manager carries its own).
         max_conversations: conversations remembered (least recently used forgotten).
-        ttl_seconds: a conversation idle this long is forgotten.
+        ttl_seconds: a conversation idle this long is forgotten (None: never).
+        discover: accepted for the same options everywhere; this surface sees no
+            endpoint to ask, so None (default) and False do no discovery and True is
+            refused (give ``model_info`` for a server the catalog does not know).
 
     Raises:
         ConfigurationError: an unusable option.
@@ -197,16 +204,17 @@ class WindowGuard(AbstractCapability[Any]):
         model_info: ModelInfo | None = None,
         safety: int = DEFAULT_SAFETY_BUFFER,
         pruning: PruningPolicy = "low_water",
-        strict: bool = False,
-        sinks: Iterable[Sink] = (),
         edits: Sequence[EditStage] | None = None,
-        manager: ContextWindowManager | None = None,
-        max_conversations: int = DEFAULT_MAX_CONVERSATIONS,
+        strict: bool = False,
         ttl_seconds: float | None = DEFAULT_TTL_SECONDS,
+        max_conversations: int = DEFAULT_MAX_CONVERSATIONS,
+        discover: bool | None = None,
+        sinks: Sink | Iterable[Sink] | None = None,
+        manager: ContextWindowManager | None = None,
     ) -> None:
         super().__init__()
         options = ManagerOptions(
-            caller="WindowGuard()",
+            caller="ContextWindowCapability()",
             manager=manager,
             model_info=model_info,
             safety=safety,
@@ -215,7 +223,9 @@ class WindowGuard(AbstractCapability[Any]):
             edits=edits,
             max_conversations=max_conversations,
             ttl_seconds=ttl_seconds,
+            discover=discover,
         )
+        options.no_discovery()
         self._fitter = _Fitter(options, as_sinks(sinks))
         # The conversation and number of this run's send in flight.
         self._sent: tuple[Conversation, int] | None = None
@@ -306,32 +316,36 @@ def history_processor(
     model_info: ModelInfo | None = None,
     safety: int = DEFAULT_SAFETY_BUFFER,
     pruning: PruningPolicy = "low_water",
-    strict: bool = False,
-    sinks: Iterable[Sink] = (),
     edits: Sequence[EditStage] | None = None,
-    manager: ContextWindowManager | None = None,
-    max_conversations: int = DEFAULT_MAX_CONVERSATIONS,
+    strict: bool = False,
     ttl_seconds: float | None = DEFAULT_TTL_SECONDS,
+    max_conversations: int = DEFAULT_MAX_CONVERSATIONS,
+    discover: bool | None = None,
+    sinks: Sink | Iterable[Sink] | None = None,
+    manager: ContextWindowManager | None = None,
 ) -> Callable[[RunContext[Any], list[ModelMessage]], Any]:
     """A history processor for ``ProcessHistory`` that fits the history into the window.
 
-    Example:
+    Examples:
         >>> from pydantic_ai.capabilities import ProcessHistory
         >>> agent = Agent(model, capabilities=[ProcessHistory(history_processor(safety=500))])
 
     A processor sees the messages and the run context only: it fits against the run's
     ``model_settings["max_tokens"]`` (the reply reserve) but cannot change it, and it
     cannot see the request's tool definitions (give ``safety`` room for them). The
-    :class:`WindowGuard` capability does both. ``ProcessHistory`` writes the kept
+    :class:`ContextWindowCapability` does both. ``ProcessHistory`` writes the kept
     messages back into the run's history.
+
+    ``safety``, ``pruning``, ``strict``, ``sinks``, ``edits``, ``manager``,
+    ``max_conversations``, ``ttl_seconds`` and ``discover`` are as for
+    :class:`ContextWindowCapability`; with
+    ``edits=`` the edited copies (a clamped or cleared result) stay in the run's history
+    for the rest of the run, since ``ProcessHistory`` writes back what the processor
+    returns.
 
     Args:
         model: the model name for catalog limits; else the run's model name.
         model_info: the model's limits (wins over the catalog).
-        safety, pruning, strict, sinks, edits, manager, max_conversations, ttl_seconds: as
-            for :class:`WindowGuard`. ``ProcessHistory`` writes what the processor
-            returns into the run's history, so with ``edits=`` the edited copies (a
-            clamped or cleared result) stay in the history for the rest of the run.
 
     Returns:
         An async ``(ctx, messages) -> messages`` processor.
@@ -349,7 +363,9 @@ def history_processor(
         edits=edits,
         max_conversations=max_conversations,
         ttl_seconds=ttl_seconds,
+        discover=discover,
     )
+    options.no_discovery()
     fitter = _Fitter(options, as_sinks(sinks))
     if model is not None and not isinstance(model, str):
         raise ConfigurationError(f"model must be a model name string, got {model!r}")
@@ -453,3 +469,7 @@ def _usage_after(messages: Sequence[ModelMessage], sent_last: ModelMessage | Non
                 return _usage(after)
             return None
     return None
+
+
+WindowGuard = ContextWindowCapability
+"""The old name of :class:`ContextWindowCapability` (an alias, the same class)."""

@@ -13,7 +13,7 @@ refuse, shrink ``max_tokens``, or (with no ``max_tokens``) leave the reply less 
 could be. Near the edge the unmeasured part is counted exactly and the decision is made
 again; far from it nothing is counted, and the send fits for certain, because the upper
 count does. With no exact source at all, the heuristic's best estimate decides
-(ADR-107) and the reactive refit is the net.
+(the tool-loop design's rule) and the reactive refit is the net.
 """
 
 from __future__ import annotations
@@ -157,7 +157,7 @@ def refuse_or_keep(
     plus the smallest reply exceeds the window (with an exact source, the upper count:
     exact where measured or counted; with reports only, the ledger's measured part plus
     the estimate); else they are sent with ``max_tokens`` shrunk to fit. With nothing
-    measured and no exact source at all, ADR-107's rule: refuse when the estimate
+    measured and no exact source at all, the tool-loop design's rule: refuse when the estimate
     exceeds the input budget.
 
     Raises:

@@ -69,7 +69,7 @@ class _Waiter:
 class FitGate:
     """A FIFO hand-off lock for sync and async callers on any thread or event loop.
 
-    Example:
+    Examples:
         >>> gate = FitGate()
         >>> gate.acquire()
         >>> gate.try_acquire()

@@ -17,7 +17,7 @@ import logging
 import math
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, replace
-from typing import Final
+from typing import TYPE_CHECKING, Any, Final, Generic
 
 from ..accounting.catalog import ModelInfo
 from ..accounting.ledger import REWRITES_HISTORY, BaseCosts, BaseKey, Entry, Factors
@@ -39,17 +39,34 @@ from ..core.shrink import fit_max_tokens
 from ..core.turns import Problem, Segmentation
 from ._transcript import Fixed, Transcript
 
-__all__ = ["Composition", "Count", "Fit", "FitContext", "Summarized", "build_fit", "learn"]
+__all__ = ["Composition", "Count", "Fit", "FitContext", "M", "Summarized", "build_fit", "learn"]
 
 logger = logging.getLogger("windowguard")
 
+if TYPE_CHECKING:
+    # A bare ``Fit`` means ``Fit[object]`` to a type checker (PEP 696), as before Fit
+    # was generic; typing_extensions is needed for that only, never at run time.
+    from typing_extensions import TypeVar
+
+    M = TypeVar("M", default=object)
+else:
+    from typing import TypeVar
+
+    M = TypeVar("M")
+    """The caller's message type: ``fit(messages: Sequence[M]) -> Fit[M]``."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Fit:
+class Fit(Generic[M]):
     """What to send.
 
+    Generic over the caller's message type: fitting a ``list[ChatCompletionMessageParam]``
+    gives a ``Fit[ChatCompletionMessageParam]``, whose ``messages`` go straight back to
+    the SDK's ``create`` under ``mypy --strict``. A bare ``Fit`` is ``Fit[object]``.
+
     Attributes:
-        messages: the caller's own message objects to send, in order.
+        messages: the caller's own message objects to send, in order (edited ones are
+            new objects of the caller's own type).
         estimated_tokens: the best count of the fitted request (messages, the separate
             system argument, tool schemas and framing): exact where measured,
             calibrated estimates elsewhere.
@@ -81,7 +98,7 @@ class Fit:
             are sent again, byte for byte) and not listed again.
     """
 
-    messages: list[object]
+    messages: list[M]
     estimated_tokens: int
     budget: int
     context_window: int
@@ -148,7 +165,7 @@ class Count:
     Attributes:
         tokens: the count decisions rest on: the upper count when the manager has an
             exact source (every unmeasured part bounded, or counted exactly near the
-            edge), else the best estimate (ADR-107).
+            edge), else the best estimate (the tool-loop design).
         best: measured tokens plus the calibrated estimate of the rest.
         upper: measured tokens plus local counts or guaranteed bounds of the rest.
         measured: the part the ledger measured exactly.
@@ -460,7 +477,7 @@ def learn(
     events: list[Event],
 ) -> UsageMeasured:
     """Attribute the exact prompt size of one request to what it held, and grow the
-    calibration of whatever estimated what it newly measured (ADR-107's only rises),
+    calibration of whatever estimated what it newly measured (which only rises),
     by at most :data:`MAX_GROWTH` per report, and only from what the request showed
     (hidden tokens are their own component).
 
@@ -525,7 +542,7 @@ def build_fit(
     factors: Factors,
     counter_sources: tuple[str, ...],
     edits: tuple[EditRecord, ...] = (),
-) -> Fit:
+) -> Fit[Any]:
     """The :class:`Fit` of what will be sent: ``max_tokens`` fitted by the shrink guard
     (with no safety buffer when the count is exact), and the ``context_estimate``
     event first."""

@@ -39,7 +39,7 @@ def finish(
     system: object,
     format: str | None,
     safety: int | None,
-) -> Generator[Query, Any, Fit]:
+) -> Generator[Query, Any, Fit[Any]]:
     """The last stage: the :class:`~windowguard.pipeline._fitting.Fit` of this send,
     or, when a message before the previous cut was replaced and this cut keeps it, the
     fit of a view rebuilt of every message."""
@@ -52,7 +52,7 @@ def finish(
         # place); the edits this pass made are receipted by the next.
         self._pending, self._pending_edits = events, made
         run.verified_from = len(run.seen) + 1  # compare everything next time
-        fit: Fit = yield from self.fit_steps(
+        fit: Fit[Any] = yield from self.fit_steps(
             messages,
             tools=tools,
             max_tokens=max_tokens,
@@ -73,7 +73,7 @@ def _fitted(
     events: list[Event],
     calls: int,
     made: list[EditRecord],
-) -> Fit:
+) -> Fit[Any]:
     run, seg = ctx.run, ctx.seg
     previous_cut = run.anchor
     dropped = max(dropped, ctx.first_turn)
@@ -170,7 +170,7 @@ def _result(
     events: list[Event],
     calls: int,
     edits: tuple[EditRecord, ...] = (),
-) -> Fit:
+) -> Fit[Any]:
     fit = build_fit(
         kept,
         ctx,
@@ -196,7 +196,7 @@ def _fit_damaged(
     ctx: FitContext,
     problems: tuple[Problem, ...],
     events: list[Event],
-) -> Fit:
+) -> Fit[Any]:
     """Keep the damaged stretch whole and prune whole turns around it (``_damaged``),
     with the run's summary after the head standing for the turns it folded (unless
     the damage lies among them: they are then sent, and the summary is not)."""
@@ -261,7 +261,7 @@ def _deferred(
     ctx: FitContext,
     problems: tuple[Problem, ...],
     events: list[Event],
-) -> Fit:
+) -> Fit[Any]:
     count = ctx.count(ctx.seg.head_stop, self._factors)
     self._sent = ctx.composition(ctx.seg.head_stop, self._factors)
     described = tuple(str(p) for p in problems)

@@ -15,6 +15,7 @@ from ..accounting.local import TEMPLATE_OF
 from ..accounting.remote import CountQuery, RemoteCountError
 from ..accounting.templates import TEXT_TEMPLATES
 from ..core.events import Event, RemoteCounted, RemoteCountFailed
+from ..core.exceptions import ModelInfoError
 from ._editing import BytesBounded
 from ._fitting import Count, FitContext
 from ._settings import DEFAULT_FALLBACK_WINDOW, RemoteAnswer, logger
@@ -38,33 +39,71 @@ def from_endpoint(
     Discovery (:func:`windowguard.discover_model_info`) asks the server what window
     it serves; :func:`windowguard.accounting.remote.discover_counter` finds its count
     endpoint (vLLM/SGLang ``/tokenize``, llama.cpp, TGI, Anthropic, OpenAI, Gemini).
-    Either may find nothing: the catalog (or the fallback window) and the ledger
-    then do, and events say so.
+    What discovery does not say, the catalog and ``overrides`` do; the count endpoint
+    may be missing too, and then the ledger and the local counters count.
+
+    A window nobody states is never guessed silently. When the server states none
+    (unreachable, no answer in time, or no window in what it answered) and neither the
+    catalog nor ``overrides`` know ``model``, this raises :class:`ModelInfoError`
+    naming the URL and why, unless you pass ``fallback_window=N`` yourself: then the
+    manager runs with that window, a warning is logged saying why, and its events say
+    ``source="fallback"``. An unreachable server whose model the catalog knows is
+    logged as a warning too (the catalog's window is used, and no count endpoint is
+    looked for).
 
     Args:
         base_url: the endpoint, with or without a trailing ``/v1``.
         model: the model name as the server knows it.
         api_key: sent to the discovery and count routes.
         timeout: seconds for each discovery (window; count endpoint).
-        **options: any other :class:`ContextWindowManager` argument.
+        **options: any other :class:`ContextWindowManager` argument;
+            ``fallback_window=N`` accepts a window of ``N`` tokens when nothing states one.
 
     Raises:
         ConfigurationError: a base URL that is not http(s), or a bad option.
+        ModelInfoError: nobody states the window (the server, the catalog, overrides)
+            and ``fallback_window`` was not passed; the message says why the server
+            did not (unreachable: the URL tried and the operating system's error).
     """
-    from ..accounting.discovery import discover_model_info
+    from ..accounting.discovery import discover_endpoint
     from ..accounting.remote import discover_counter
 
     info = options.pop("model_info", None)
+    unreachable = False
     if info is None:
-        discovered = discover_model_info(base_url, model, api_key=api_key, timeout=timeout)
+        found = discover_endpoint(base_url, model, api_key=api_key, timeout=timeout)
+        unreachable = found.unreachable
         info = resolve_model_info(
             model,
-            discovered=discovered,
+            discovered=found.info,
             overrides=options.get("overrides"),
             fallback_window=options.get("fallback_window", DEFAULT_FALLBACK_WINDOW),
         )
+        if info.source_of("context_window") == "fallback":
+            if "fallback_window" not in options:
+                raise ModelInfoError(
+                    f"the context window of {model!r} at {base_url} is unknown: "
+                    f"{found.problem}, and neither the catalog nor overrides know "
+                    f"{model!r}. Pass fallback_window=N to run with an assumed window of "
+                    "N tokens, or model_info=ModelInfo(context_window=N) if you know it."
+                )
+            logger.warning(
+                "%s: %s; using fallback_window=%d for %r",
+                base_url,
+                found.problem,
+                info.context_window,
+                model,
+            )
+        elif unreachable:
+            logger.warning(
+                "%s: %s; the window of %r comes from the %s",
+                base_url,
+                found.problem,
+                model,
+                info.source_of("context_window"),
+            )
     manager = cls(model, model_info=info, **options)
-    if manager.wants_remote_counter:
+    if manager.wants_remote_counter and not unreachable:
         # Text-only count APIs (llama-cpp-python, older SGLang/TGI) count a chat the
         # family's template renders here.
         template = TEMPLATE_OF.get(manager.model_info.tokenizer or "")

@@ -26,20 +26,23 @@ Counting, from the best source available (DESIGN.md "Accounting"):
 exists, decisions rest on an upper count (exact where measured or counted, a guaranteed
 bound — the UTF-8 bytes a template shows, plus framing — elsewhere); near the edge the
 unmeasured part is counted exactly first. Only with no exact source at all does the
-heuristic's estimate decide (ADR-107).
+heuristic's estimate decide (the tool-loop design, docs/background.md).
 
-Calibration (ADR-107) applies to the estimated part only, one factor per estimating
+Calibration (the tool-loop design's) applies to the estimated part only, one factor per estimating
 source (the heuristic's starts at 1.05, the local tokenizer's at 1.0): each only rises,
 by at most x1.5 per report, to measured / estimated of what a report newly measured
-(tokens the request does not show are kept apart), and resets on a run's first send
-(``last_usage=None``). A later send whose provider reported no usage passes
-:data:`~windowguard.NO_USAGE`.
+(tokens the request does not show are kept apart). A run starts only when the caller
+says so: a fresh manager is at the start of one, and :meth:`ContextWindowManager.reset`
+or ``fit(..., new_run=True)`` starts the next, forgetting calibration, the ledger and
+the low-water cut. A send whose provider reported no usage passes ``last_usage=None``
+or :data:`~windowguard.NO_USAGE` (the same): it neither resets nor calibrates (decision
+0007).
 
 Refusals rest on the best count: with any exact source, head + newest turn + tools
 (exact where counted) plus the output floor must exceed the window for
 :class:`~windowguard.ContextTruncatedError`; otherwise they are sent with ``max_tokens``
 shrunk to fit. With no exact source at all, when the estimate exceeds the input budget
-(ADR-107). See ``docs/decisions/0004-token-accounting.md``.
+(the tool-loop design). See ``docs/decisions/0004-token-accounting.md``.
 
 Work per send is proportional to what was appended since the previous send when no
 decision is near the edge: only new messages are shaped and estimated, the ledger
@@ -90,7 +93,7 @@ from ..core.prune import POLICIES, PruningPolicy
 from ..core.shrink import DEFAULT_FLOOR, DEFAULT_SAFETY_BUFFER
 from . import _edge, _edit_stage, _outcome, _reports, _sources, _view
 from ._editing import EditState, Stages, SummaryQuery, summarize_now
-from ._fitting import Composition, Fit
+from ._fitting import Composition, Fit, M
 from ._settings import DEFAULT_FALLBACK_WINDOW, DEFAULT_HOLD_TURNS, LOCAL_CALIBRATION_SEED
 from ._settings import DEFAULT_MAX_REMOTE_COUNTS as DEFAULT_MAX_REMOTE_COUNTS
 from ._settings import Query as Query
@@ -103,7 +106,7 @@ __all__ = ["DEFAULT_MAX_REMOTE_COUNTS", "ContextWindowManager", "Fit"]
 class ContextWindowManager:
     """Fits each request of one agent run into the model's context window.
 
-    Example:
+    Examples:
         >>> import windowguard as wg
         >>> mgr = wg.ContextWindowManager(model="gpt-4o")
         >>> fit = mgr.fit([{"role": "user", "content": "hi"}], max_tokens=1024)
@@ -113,8 +116,8 @@ class ContextWindowManager:
     Args:
         model: the model name; picks catalog limits and the tokenizer family.
         model_info: explicit limits; override the catalog's numbers.
-        safety: tokens kept free below the window (seed 003's proactive 500).
-        fallback_window: the window of an unknown model (ADR-107's conservative 8192).
+        safety: tokens kept free below the window (500: the shrink guard's margin).
+        fallback_window: the window of an unknown model (a conservative 8192).
         counter: how to count what the ledger has not measured. None or ``"auto"``
             (default): the family's exact local tokenizer when one is installed, and a
             remote counter when :meth:`from_endpoint` or a ``ToolLoop`` finds one;
@@ -125,7 +128,7 @@ class ContextWindowManager:
         strict: raise :class:`~windowguard.InvalidTranscriptError` on damaged input
             instead of passing it on unchanged.
         tokenizer: the tokenizer family, overriding the catalog's.
-        floor: the smallest ``max_tokens`` ever returned (seed 003's 200).
+        floor: the smallest ``max_tokens`` ever returned (200: the shrink guard's floor).
         overrides: per-model limit overrides (a dict or a JSON/TOML path; else the
             file named by ``WINDOWGUARD_MODELS``).
         pruning: ``"low_water"`` (default) drops down to ``low_water`` x budget and then
@@ -273,7 +276,8 @@ class ContextWindowManager:
             self.model = model
 
     def reset(self) -> None:
-        """Start a new run: forget calibration, the ledger and cached estimates."""
+        """Start a new run: forget calibration, the ledger, the low-water cut and cached
+        estimates (what ``fit(..., new_run=True)`` does before it fits)."""
         self._reset_run_state()
 
     def copy(self) -> ContextWindowManager:
@@ -284,13 +288,14 @@ class ContextWindowManager:
 
     def observe_usage(self, last_usage: object) -> None:
         """Attribute the prompt tokens reported for the last fitted request (the ledger),
-        and grow the calibration from what they newly measured.
+        and grow the calibration from what they newly measured. None and
+        :data:`~windowguard.NO_USAGE` (no report) change nothing.
 
         A report of 0 prompt tokens measures nothing: every request the manager fits has
         framing at least, and servers and SDKs (the Agents SDK, LiteLLM, pydantic-ai)
         report a missing usage as zeros. Taken as exact, it would leave the whole
         request uncounted and ``max_tokens`` sized into what it fills."""
-        if last_usage is NO_USAGE:
+        if last_usage is None or last_usage is NO_USAGE:
             return
         reported = prompt_tokens_from_usage(last_usage)
         if not reported:
@@ -344,7 +349,7 @@ class ContextWindowManager:
 
     def fit(
         self,
-        messages: Sequence[object],
+        messages: Sequence[M],
         *,
         tools: Sequence[object] | None = None,
         max_tokens: int | None = None,
@@ -352,7 +357,8 @@ class ContextWindowManager:
         system: object = None,
         format: str | None = None,
         safety: int | None = None,
-    ) -> Fit:
+        new_run: bool = False,
+    ) -> Fit[M]:
         """Fit one request into the window.
 
         A remote count, when the manager has a counter and the decision is near the
@@ -365,22 +371,30 @@ class ContextWindowManager:
                 completion, so no schema tokens are counted.
             max_tokens: the reply budget the caller wants; None lets the manager pick
                 the largest that fits (capped by the model's output cap).
-            last_usage: None on a run's first send (resets the run's state); afterwards
-                the provider-reported usage of the previous request, or ``NO_USAGE``.
+            last_usage: the provider-reported usage of the previous request of this run
+                (an SDK usage object, a dict, or an int of prompt tokens); None or
+                ``NO_USAGE`` when it reported none (or on a run's first send). Never
+                resets anything.
             system: Anthropic's separate system argument.
             format: ``"openai_chat"``, ``"anthropic"`` or ``"responses"``; detected
                 when None.
             safety: overrides the manager's safety for this send (the reactive retry
                 after an overflow uses 100).
+            new_run: this send starts a new run: calibration, the ledger and the
+                low-water cut are forgotten first (:meth:`reset`). A fresh manager is
+                at the start of a run already.
 
         Returns:
-            A :class:`Fit`.
+            A :class:`Fit` of the caller's message type (``Sequence[M]`` in,
+            ``Fit[M]`` out).
 
         Raises:
             ContextTruncatedError: head + newest turn cannot fit; send nothing.
             InvalidTranscriptError: damaged input with ``strict=True``, or input that is
                 not a transcript at all.
-            ConfigurationError: an unusable ``max_tokens`` or ``safety``.
+            ConfigurationError: an unusable ``max_tokens`` or ``safety``, a ``new_run``
+                that is not a bool, or a usage report given with ``new_run=True``
+                (a new run has no previous send to report on).
         """
         steps = self.fit_steps(
             messages,
@@ -390,6 +404,7 @@ class ContextWindowManager:
             system=system,
             format=format,
             safety=safety,
+            new_run=new_run,
         )
         try:
             query = next(steps)
@@ -399,12 +414,12 @@ class ContextWindowManager:
                 else:
                     query = steps.send(self._count_now(query))
         except StopIteration as done:
-            result: Fit = done.value
+            result: Fit[M] = done.value
             return result
 
     def fit_steps(
         self,
-        messages: Sequence[object],
+        messages: Sequence[M],
         *,
         tools: Sequence[object] | None = None,
         max_tokens: int | None = None,
@@ -412,7 +427,8 @@ class ContextWindowManager:
         system: object = None,
         format: str | None = None,
         safety: int | None = None,
-    ) -> Generator[Query, Any, Fit]:
+        new_run: bool = False,
+    ) -> Generator[Query, Any, Fit[M]]:
         """:meth:`fit` as a sans-I/O generator: it yields a :class:`CountQuery` when it
         wants the remote counter's count (send it the count, or the exception the count
         raised) and a :class:`~windowguard.pipeline._editing.SummaryQuery` when it folds turns
@@ -421,10 +437,10 @@ class ContextWindowManager:
         """
         messages = _as_transcript(messages)
         explicit = check_format(format)
-        if last_usage is None:
-            self.reset()
-        else:
-            self.observe_usage(last_usage)  # the reports room: what the last send cost
+        if new_run is not False:
+            _check_new_run(new_run, last_usage)
+            self.reset()  # only when asked: a missing usage (None) starts no run
+        self.observe_usage(last_usage)  # the reports room: what the last send cost
         events: list[Event] = self._pending
         self._pending = []
         refitted, self._pending_edits = self._pending_edits, []
@@ -442,7 +458,7 @@ class ContextWindowManager:
         dropped, calls = yield from self._guard(
             ctx, system, events, dropped, calls, refused, distrust, max_tokens, safety
         )
-        fit: Fit = yield from self._finish(
+        fit: Fit[M] = yield from self._finish(
             messages,
             ctx,
             dropped,
@@ -496,7 +512,18 @@ class ContextWindowManager:
     _fit_damaged = _outcome._fit_damaged
 
 
-def _as_transcript(messages: object) -> Sequence[object]:
+def _check_new_run(new_run: object, last_usage: object) -> None:
+    """``new_run=True`` is a bool and comes with no report (the run has no last send)."""
+    if new_run is not True:
+        raise ConfigurationError(f"new_run must be True or False, got {new_run!r}")
+    if last_usage is not None and last_usage is not NO_USAGE:
+        raise ConfigurationError(
+            "fit(new_run=True) starts a run, which has no previous send to report on: "
+            f"got last_usage={last_usage!r}; pass last_usage=None on a run's first send"
+        )
+
+
+def _as_transcript(messages: Sequence[M]) -> Sequence[M]:
     """The transcript as an indexable sequence (a ``deque`` becomes a list), refusing what
     cannot be one: not a sequence, or empty."""
     check_messages(messages)

@@ -14,9 +14,11 @@ Invariants:
   streamed or not, however the bytes are split.
 - :class:`SseUsage` reads server-sent events as they pass: it holds back at most one
   unfinished event, hands each complete event's ``data`` to a callback, and the bytes
-  go on untouched. An unfinished event (or a body that is not an event stream) that
-  grows past :data:`MAX_EVENT_BYTES` is passed on as it arrives, unparsed, up to the end
-  of that event: memory stays bounded, and only a usage inside such an event is missed.
+  go on untouched, except what the proxy's own ``include_usage`` added (the usage-only
+  chunk, and each other chunk's ``"usage": null``), which is taken out again. An
+  unfinished event (or a body that is not an event stream) that grows past
+  :data:`MAX_EVENT_BYTES` is passed on as it arrives, unparsed, up to the end of that
+  event: memory stays bounded, and only a usage inside such an event is missed.
 """
 
 from __future__ import annotations
@@ -262,20 +264,31 @@ def is_usage_only_chunk(data: Mapping[str, Any]) -> bool:
     )
 
 
+def _has_null_usage(data: Mapping[str, Any]) -> bool:
+    """Whether a Chat Completions chunk carries the ``"usage": null`` that
+    ``include_usage`` adds to every chunk but the last."""
+    return (
+        data.get("object") == "chat.completion.chunk" and "usage" in data and data["usage"] is None
+    )
+
+
 class SseUsage:
     """Reads the usage out of a server-sent event stream passing through.
 
     Feed it the stream's bytes as they arrive (:meth:`feed`); it returns the bytes to
-    pass on: the same bytes, except, with ``strip_usage_chunk``, the usage-only Chat
-    Completions chunk the proxy asked for on the client's behalf. The first usage seen
-    goes to ``on_usage``.
+    pass on: the same bytes, except, with ``strip_usage_chunk``, what the proxy's own
+    ``include_usage`` added: the usage-only Chat Completions chunk is dropped, and each
+    other chunk's ``"usage": null`` member is taken out (that event's JSON is written
+    again, compact), so the client reads what it would read without the proxy. The
+    first usage seen goes to ``on_usage``.
 
     An event still unfinished past ``max_event_bytes`` is passed on as it arrives,
     unparsed, until it ends: the reader never holds more than that (plus one read).
 
     Args:
         on_usage: called once, with the first usage found.
-        strip_usage_chunk: drop the usage-only chunk (the client did not ask for it).
+        strip_usage_chunk: take out what ``include_usage`` added (the client did not
+            ask for it; the proxy did).
         max_event_bytes: the most of one unfinished event held back to parse.
     """
 
@@ -312,8 +325,8 @@ class SseUsage:
             if self._skipping:
                 self._skipping = False  # the oversized event's end: parse again after it
                 out.append(event)
-            elif self._keep(event):
-                out.append(event)
+            else:
+                out.append(self._passed(event))
         if self._skipping or len(self._buffer) > self._limit:
             self._skipping = True
             cut = max(len(self._buffer) - _SEPARATOR_TAIL, 0)
@@ -326,11 +339,12 @@ class SseUsage:
         rest, self._buffer = self._buffer, b""
         if self._skipping:
             return rest
-        return rest if rest and self._keep(rest) else b""
+        return self._passed(rest) if rest else b""
 
-    def _keep(self, event: bytes) -> bool:
+    def _passed(self, event: bytes) -> bytes:
+        """What of one complete event goes on (b"" for none), its usage read."""
         if b"usage" not in event:  # cheap: most events carry no usage
-            return True
+            return event
         for line in event.splitlines():
             if not line.startswith(b"data:"):
                 continue
@@ -348,8 +362,12 @@ class SseUsage:
                 self._reported = True
                 self._on_usage(usage)
             if self._strip and is_usage_only_chunk(data):
-                return False
-        return True
+                return b""
+            if self._strip and _has_null_usage(data):
+                del data["usage"]
+                encoded = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+                event = event.replace(line, b"data: " + encoded.encode(), 1)
+        return event
 
 
 def _event_end(buffer: bytes) -> int:

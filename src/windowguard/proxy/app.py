@@ -38,9 +38,10 @@ Invariants:
   and is sent once more; any other upstream error, and a second overflow, goes back
   unchanged (status, body, headers).
 - For a Chat Completions stream the proxy asks for ``stream_options.include_usage``
-  when the client did not, and then drops the usage-only last chunk that answers it,
-  so the client sees the chunks it asked for (each carrying ``"usage": null``, as
-  OpenAI sends them).
+  when the client left it unset, and then takes out what that adds (the usage-only last
+  chunk, each other chunk's ``"usage": null``), so the client reads the chunks it would
+  read without the proxy; an ``include_usage`` the client set, True or False, is sent
+  as set and its answer passed on.
 - Credentials are forwarded, or replaced by the proxy's own key; none is logged, put in
   an event, or echoed in an error.
 """
@@ -363,7 +364,7 @@ class _Proxy:
                 self.redactor.whole(raw), answer.status_code, headers=self._headers(answer)
             )
         if stream:
-            strip = route.api is CHAT and send is not None and not _asked_usage(send)
+            strip = route.api is CHAT and send is not None and send.request.usage_added
             return StreamingResponse(
                 self._relay(answer, route, send, strip_usage_chunk=strip),
                 status_code=answer.status_code,
@@ -598,11 +599,6 @@ def _large(request: HttpRequest) -> bool:
 
 def _kind_of_status(status: int) -> str:
     return classify_failure(status=status).kind.value
-
-
-def _asked_usage(send: Send) -> bool:
-    options = send.request.kwargs.get("stream_options")
-    return isinstance(options, dict) and bool(options.get("include_usage"))
 
 
 def _ignore(usage: object) -> None:

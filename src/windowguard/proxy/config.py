@@ -38,6 +38,9 @@ from ..accounting.templates import TEXT_TEMPLATES
 from ..core.edits._flags import edit_stages as stages_from_flags
 from ..core.edits.config import EditStage
 from ..core.exceptions import ConfigurationError
+from ..core.prune import POLICIES, PruningPolicy
+from ..core.shrink import DEFAULT_SAFETY_BUFFER
+from ..run._conversations import DEFAULT_MAX_CONVERSATIONS, DEFAULT_TTL_SECONDS
 from ..run.spill import SpillStore
 
 __all__ = [
@@ -70,7 +73,15 @@ class ProxyConfig:
         max_models: models whose limits and conversations are remembered (LRU; the
             names come from clients).
         ttl_seconds: a conversation idle this long is forgotten (None: never).
-        safety: tokens kept free below the window (None: the default 500).
+        safety: tokens kept free below the window.
+        pruning: ``"low_water"`` (cache-friendly) or ``"minimal"``.
+        strict: answer a damaged transcript with a 400 instead of passing it on.
+        discover: ask the upstream what it serves (its models, each model's window, its
+            count endpoint): None (default): at startup, and for each new model a client
+            names unless the upstream is ``api.openai.com`` / ``api.anthropic.com``,
+            whose windows the catalog knows; True: always; False (``--no-discover``): no
+            request but the clients' own, so ``--window`` (or a ``--model`` the catalog
+            knows) gives the window.
         upstream_timeout: seconds to wait for the upstream's next byte.
         discovery_timeout: seconds for each startup discovery.
         max_body_bytes: the largest request body read from a client.
@@ -104,10 +115,13 @@ class ProxyConfig:
     api_key: str | None = field(default=None, repr=False)
     events: str | None = None
     otel: bool = False
-    max_conversations: int = 1024
+    max_conversations: int = DEFAULT_MAX_CONVERSATIONS
     max_models: int = 256
-    ttl_seconds: float | None = 3600.0
-    safety: int | None = None
+    ttl_seconds: float | None = DEFAULT_TTL_SECONDS
+    safety: int = DEFAULT_SAFETY_BUFFER
+    pruning: PruningPolicy = "low_water"
+    strict: bool = False
+    discover: bool | None = None
     upstream_timeout: float = 600.0
     discovery_timeout: float = 5.0
     max_body_bytes: int = 32 * 1024 * 1024
@@ -127,6 +141,18 @@ class ProxyConfig:
             raise ConfigurationError(f"--window must be a positive int, got {self.window!r}")
         if not 0 <= self.port <= 65535:
             raise ConfigurationError(f"--port must be 0..65535, got {self.port}")
+        # None, as in ManagerOptions, reads as the default (500, "low_water", False).
+        safety = self.safety
+        if safety is not None and (
+            isinstance(safety, bool) or not isinstance(safety, int) or safety < 0
+        ):
+            raise ConfigurationError(f"--safety must be a non-negative int, got {safety!r}")
+        if self.pruning is not None and self.pruning not in POLICIES:
+            raise ConfigurationError(f"--pruning must be one of {POLICIES}, got {self.pruning!r}")
+        if self.strict is not None and not isinstance(self.strict, bool):
+            raise ConfigurationError(f"strict must be True or False, got {self.strict!r}")
+        if self.discover is not None and not isinstance(self.discover, bool):
+            raise ConfigurationError(f"discover must be True, False or None, got {self.discover!r}")
         if isinstance(self.max_models, bool) or self.max_models < 1:
             raise ConfigurationError(f"max_models must be >= 1, got {self.max_models}")
         if self.max_body_bytes < 1:
@@ -253,15 +279,20 @@ def discover_upstream(config: ProxyConfig) -> UpstreamInfo:
     """
     root = upstream_root(config.upstream)
     base_url = root + "/v1"
-    listed, problem = _listed_models(base_url, config.api_key, config.discovery_timeout)
+    asks = config.discover is not False
+    listed: tuple[str, ...] = ()
+    problem: str | None = "not asked (--no-discover)"
+    if asks:
+        listed, problem = _listed_models(base_url, config.api_key, config.discovery_timeout)
     model = config.model or (listed[0] if listed else None)
     discovered: ModelInfo | None = None
     catalog: ModelInfo | None = None
     counter: RemoteCounter | None = None
     if model is not None:
-        discovered = discover_model_info(
-            base_url, model, api_key=config.api_key, timeout=config.discovery_timeout
-        )
+        if asks:
+            discovered = discover_model_info(
+                base_url, model, api_key=config.api_key, timeout=config.discovery_timeout
+            )
         catalog = lookup_model(model)
     known = discovered is not None or catalog is not None
     info: ModelInfo | None = None
@@ -279,6 +310,12 @@ def discover_upstream(config: ProxyConfig) -> UpstreamInfo:
             "--upstream its address? (With --window N the proxy starts anyway, and answers "
             "502 until the upstream is up.)"
         )
+    if info is None and not asks:
+        raise ConfigurationError(
+            "with --no-discover the proxy asks the upstream nothing, and the catalog does not "
+            f"know {'model ' + repr(model) if model else 'the model (no --model)'}; pass "
+            "--window N (the upstream's context window in tokens)"
+        )
     if info is None:
         named = f"model {model!r}" if model else "any model (GET /v1/models listed none)"
         raise ConfigurationError(
@@ -293,7 +330,7 @@ def discover_upstream(config: ProxyConfig) -> UpstreamInfo:
                 "--api-key-env VAR lets the proxy ask with it"
             )
         )
-    if model is not None:
+    if model is not None and asks:
         template = TEMPLATE_OF.get(info.tokenizer or "")
         counter = discover_counter(
             base_url,

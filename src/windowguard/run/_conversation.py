@@ -38,7 +38,8 @@ Invariants:
   measurement, never correctness. A send that got no usage back is followed by
   ``NO_USAGE`` too.
 - A fit that raises sends nothing: the next fit says ``NO_USAGE``, or, when the
-  conversation never fitted successfully, starts the run over (``last_usage=None``).
+  conversation never fitted successfully, starts the run over (``new_run=True``: the
+  conversation's first fit always does; a missing usage never does).
 - A provider's overflow refusal (:meth:`Conversation.failed`) gives the manager the
   window it stated, and its prompt count only when exact (never an "at least" count)
   and only while the refused send is the manager's last fit; learnt at once when no
@@ -53,7 +54,7 @@ import threading
 import time
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from ..accounting.remote import RemoteCountError
 from ..accounting.usage import NO_USAGE
@@ -64,6 +65,7 @@ from ..core.exceptions import WindowGuardError
 from ..core.failures import FailureKind, classify_failure
 from ..pipeline._editing import SummaryQuery, summarize_now
 from ..pipeline._fit_gate import FitGate
+from ..pipeline._fitting import M
 from ..pipeline.manager import ContextWindowManager, Fit, Query
 
 __all__ = ["Conversation", "Fitted"]
@@ -301,10 +303,10 @@ class Conversation:
         :meth:`~windowguard.ContextWindowManager.fit_steps`, preceded, for a branch, by a
         fit of the history it shares with the previous send (see :meth:`_shared`)."""
         manager = self.manager
-        last_usage = self._begin()
+        last_usage, new_run = self._begin()
         shared = 0
         overflowed, self._overflowed = self._overflowed, False
-        if last_usage is not None and not overflowed and isinstance(messages, (list, tuple)):
+        if not new_run and not overflowed and isinstance(messages, (list, tuple)):
             shared = self._shared(messages)
         carried: tuple[Event, ...] = ()
         try:
@@ -317,7 +319,9 @@ class Conversation:
                 except WindowGuardError:
                     pass  # the shared part alone is not sendable: nothing is lost
                 last_usage = NO_USAGE  # the prefix's fit took the report in
-            fit: Fit = yield from manager.fit_steps(messages, last_usage=last_usage, **options)
+            fit: Fit = yield from manager.fit_steps(
+                messages, last_usage=last_usage, new_run=new_run, **options
+            )
         finally:
             self._previous = (messages, len(messages))
         return replace(fit, events=carried + fit.events) if carried else fit
@@ -354,19 +358,20 @@ class Conversation:
             return 0  # a different conversation, or an older state of this one
         return index if _starts_turn(messages[index]) else 0
 
-    def fit(self, messages: Sequence[object], **options: Any) -> Fit:
+    def fit(self, messages: Sequence[M], **options: Any) -> Fit[M]:
         """:meth:`prepare`, for a caller that needs no send number (its reports are
         recorded with ``send=None``: for whatever send was fitted last)."""
-        return self.prepare(messages, **options).fit
+        return cast("Fit[M]", self.prepare(messages, **options).fit)  # the manager's
 
-    async def afit(self, messages: Sequence[object], **options: Any) -> Fit:
+    async def afit(self, messages: Sequence[M], **options: Any) -> Fit[M]:
         """:meth:`aprepare`, for a caller that needs no send number."""
-        return (await self.aprepare(messages, **options)).fit
+        return cast("Fit[M]", (await self.aprepare(messages, **options)).fit)
 
-    def _begin(self) -> object:
-        """The ``last_usage`` of the fit starting now (the gate is held): None on a run's
-        first send, the usage recorded for the send the manager fitted last, else
-        ``NO_USAGE``. Overflows reported meanwhile are learnt first."""
+    def _begin(self) -> tuple[object, bool]:
+        """The ``last_usage`` and ``new_run`` of the fit starting now (the gate is held):
+        ``(NO_USAGE, True)`` on a run's first send; else the usage recorded for the send
+        the manager fitted last, or ``NO_USAGE``. Overflows reported meanwhile are learnt
+        first."""
         self.touched = time.monotonic()
         with self._mutex:
             report, self._report = self._report, None
@@ -375,10 +380,10 @@ class Conversation:
         for overflow in overflows:
             self._observe_overflow(overflow, latest)
         if not self._started:
-            return None  # a fit that raised before any succeeded starts the run over
+            return NO_USAGE, True  # a fit that raised before any succeeded starts over
         if report is not None and report[0] == latest:
-            return report[1]
-        return NO_USAGE
+            return report[1], False
+        return NO_USAGE, False
 
     def _sent(self, send: int | None) -> int:
         """The fit succeeded (the gate is held): its send is now the latest."""

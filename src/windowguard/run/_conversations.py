@@ -19,7 +19,7 @@ Invariants:
 
 - The store is bounded: at most ``max_conversations`` entries, least recently used
   evicted first, and entries idle longer than ``ttl_seconds`` forgotten. Forgetting
-  is harmless: the next send starts a new run (``last_usage=None``), which only costs
+  is harmless: the next send starts a new run (``new_run=True``), which only costs
   the ledger's measurements and the calibration, never correctness.
 - Per-model state is bounded too: a caller that keeps a store (and its model's limits)
   per model name keeps them in a :class:`ConversationStores`, at most ``max_keys``
@@ -138,7 +138,7 @@ class ConversationStores(Generic[_K, _V]):
     Thread-safe: two threads asking for a new key at once get the same entry (the
     factory runs under the lock, so it must be quick and do no I/O).
 
-    Example:
+    Examples:
         >>> options = ManagerOptions(caller="guard()")
         >>> stores = ConversationStores(lambda model: options.store(lambda: options.make(model)))
         >>> stores.get("gpt-4o") is stores.get("gpt-4o")
@@ -192,7 +192,7 @@ class ManagerOptions:
     Made once, where ``wg.guard`` or an integration is configured; checked on creation.
     None means "the :class:`~windowguard.ContextWindowManager` default".
 
-    Example:
+    Examples:
         >>> options = ManagerOptions(caller="guard()", safety=1_000)
         >>> store = options.store(lambda: options.make("gpt-4o"))
 
@@ -210,6 +210,9 @@ class ManagerOptions:
             (:data:`~windowguard.DEFAULT_EDITS`); ``()``: drop only. Kept as a tuple.
         max_conversations: conversations a store keeps (least recently used first out).
         ttl_seconds: a conversation idle this long is forgotten (None: never).
+        discover: ask the model's endpoint for its window and count API (None: where the
+            surface sees an endpoint other than the vendors' own APIs; False: never;
+            True: always). A surface that cannot see an endpoint refuses True.
 
     Raises:
         ConfigurationError: an option of the wrong type or out of range, or one given
@@ -225,6 +228,7 @@ class ManagerOptions:
     edits: Sequence[EditStage] | None = None
     max_conversations: int = DEFAULT_MAX_CONVERSATIONS
     ttl_seconds: float | None = DEFAULT_TTL_SECONDS
+    discover: bool | None = None
 
     def __post_init__(self) -> None:
         problem = self._problem()
@@ -269,7 +273,21 @@ class ManagerOptions:
             return f"pruning must be one of {POLICIES}, got {self.pruning!r}"
         if self.strict is not None and not isinstance(self.strict, bool):
             return f"strict must be True or False, got {self.strict!r}"
+        if self.discover is not None and not isinstance(self.discover, bool):
+            return f"discover must be True, False or None, got {self.discover!r}"
         return _bounds_problem(self.max_conversations, self.ttl_seconds)
+
+    def no_discovery(self) -> None:
+        """Refuse ``discover=True`` on a surface that cannot see the model's endpoint.
+
+        Raises:
+            ConfigurationError: ``discover`` is True.
+        """
+        if self.discover is True:
+            raise ConfigurationError(
+                f"{self.caller}: discover=True needs an endpoint to ask, and this surface "
+                "does not see one; pass model_info=wg.ModelInfo(context_window=...) instead"
+            )
 
     def keywords(self, model_info: ModelInfo | None = None) -> dict[str, Any]:
         """The :class:`~windowguard.ContextWindowManager` keyword arguments of a new

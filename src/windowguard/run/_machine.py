@@ -6,7 +6,7 @@ the model" (:class:`SendModel`), "run these tool calls" (:class:`RunTools)`, "wa
 None). It never touches the network, the clock, a thread or the journal itself: the
 drivers in :mod:`windowguard.run.loop` (sync and async) do, so both share every rule here.
 
-The three provider-send sites of ADR-107 live here: the in-loop send with tools
+The tool-loop design's three provider-send sites live here: the in-loop send with tools
 (``tool_send``), the plain completion when the loop has no tools (``plain``), and the
 cap-hit synthesis call without tools when ``max_iterations`` is reached
 (``synthesis``, ending MAX_ITERATIONS). With a manager each send is fitted (turns
@@ -192,7 +192,9 @@ class _Run:
     transcript: list[Any]
     system: Any
     manager: ContextWindowManager | None
-    last_usage: object = None
+    # The run's manager is a fresh copy (ContextWindowManager.copy), at the start of its
+    # run: the first fit has no report to pass, and nothing to reset.
+    last_usage: object = NO_USAGE
     step: int = 0
     iteration: int = 0
     output_cap: int | None = None

@@ -9,7 +9,7 @@ every model call before handing it back, and hands tool calls to its loop's
 concurrently; on the loop's own daemon threads), which journals every tool result.
 ``resume`` checks its state and results before anything runs.
 
-Example:
+Examples:
     >>> import windowguard as wg
     >>> from windowguard.run.providers.fake import FakeCalls, FakeProvider
     >>> @wg.tool

@@ -11,7 +11,7 @@ Decisions (a closed union on ``kind``):
     * ``refit`` (CONTEXT_OVERFLOW, first time): the window was overrun although the
       fit said it would not be. When the provider stated the prompt's exact size,
       grow the calibration from it (``observed_prompt_tokens``); then fit again with
-      the reactive safety margin (100 tokens, seed 003) and send once more at once.
+      the reactive safety margin (100 tokens, the shrink guard's) and send once more at once.
       A second overflow of the same send stops the run with ``CONTEXT_TRUNCATED``:
       never the tight 400-loop of re-sending what the provider already refused.
     * ``clamp_output`` (OUTPUT_LIMIT, first time): lower ``max_tokens`` to the cap the
@@ -80,7 +80,7 @@ __all__ = [
 ]
 
 REACTIVE_SAFETY_TOKENS = 100
-"""Safety margin of the refit after an overflow (seed 003: 500 proactive, 100 reactive)."""
+"""Safety margin of the refit after an overflow (the shrink guard's 500 before, 100 after)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

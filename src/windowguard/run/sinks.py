@@ -71,6 +71,25 @@ E = TypeVar("E", bound=Event)
 
 _log = logging.getLogger("windowguard")
 
+_conversation: ContextVar[str | None] = ContextVar("windowguard_conversation", default=None)
+
+
+@contextmanager
+def in_conversation(key: str) -> Iterator[None]:
+    """Events emitted inside this block belong to the conversation ``key``: a
+    :class:`JsonlSink` line of one carries it as ``"conversation"``.
+
+    The drop-in surfaces (``wg.guard``, the proxy) follow many conversations through one
+    set of sinks; this is how a file of their events tells them apart (``windowguard
+    plot`` draws one line per conversation). The event values themselves stay as they
+    are. A context variable: each thread and asyncio task has its own.
+    """
+    token = _conversation.set(key)
+    try:
+        yield
+    finally:
+        _conversation.reset(token)
+
 
 def as_sinks(sinks: Sink | Iterable[Sink] | None) -> tuple[Sink, ...]:
     """Check sinks once, where a loop is configured, rather than failing on every event.
@@ -159,7 +178,7 @@ class LoggingSink:
     overridden (``provider_error``, ``context_emergency_shrink``,
     ``transcript_deferred``) are logged at WARNING (or ``level`` if higher).
 
-    Example:
+    Examples:
         >>> loop = ToolLoop(provider, sinks=[LoggingSink()])  # doctest: +SKIP
     """
 
@@ -201,11 +220,14 @@ class LoggingSink:
 class JsonlSink:
     """Appends one JSON line per event (its ``to_dict()``) to a file.
 
+    An event a drop-in surface emitted for one of its conversations also carries the
+    conversation's key under ``"conversation"`` (see :func:`in_conversation`).
+
     Each line is flushed as it is written, so a run killed at any point has every
     event it emitted on disk (up to the operating system; no fsync). Lines from
     concurrent runs sharing one sink never interleave.
 
-    Example:
+    Examples:
         >>> with JsonlSink("run.jsonl") as sink:  # doctest: +SKIP
         ...     ToolLoop(provider, sinks=[sink]).run(messages)
     """
@@ -253,7 +275,11 @@ class JsonlSink:
             raise
 
     def __call__(self, event: Event) -> None:
-        line = json.dumps(_redacted(event.to_dict()), ensure_ascii=False, default=str) + "\n"
+        data = event.to_dict()
+        conversation = _conversation.get()
+        if conversation is not None:  # emitted for one of a surface's conversations
+            data.setdefault("conversation", conversation)
+        line = json.dumps(_redacted(data), ensure_ascii=False, default=str) + "\n"
         with self._lock:
             if self._file is None:
                 raise ConfigurationError(f"JsonlSink({self.path!r}) is closed")
@@ -343,7 +369,7 @@ class EventRecorder(list[Event]):
 def capture_events() -> Iterator[EventRecorder]:
     """Record events for a test.
 
-    Example:
+    Examples:
         >>> with capture_events() as events:
         ...     emit(ContextPressure(tokens=50, window=200, pressure=0.25), [events])
         >>> events.kinds()

@@ -106,7 +106,7 @@ class SpillPage:
 class SpillStore:
     """A private directory that keeps whole tool outputs by content hash.
 
-    Example:
+    Examples:
         >>> import tempfile, pathlib
         >>> store = SpillStore(pathlib.Path(tempfile.mkdtemp()) / "spill")
         >>> handle = store.put("line 1\\nline 2\\n", tool_name="read_file")

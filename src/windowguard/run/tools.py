@@ -167,7 +167,7 @@ def tool(
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a :class:`Tool` of a function, its schema derived from hints and docstring.
 
-    Example:
+    Examples:
         >>> @tool
         ... def read_file(path: str, max_lines: int = 200) -> str:
         ...     '''Read a text file.

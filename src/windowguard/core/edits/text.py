@@ -97,7 +97,7 @@ def placeholder_text(
     same result on every send (count the original text with the same function each
     time, or keep the placeholder), since the placeholder is part of the cached prefix.
 
-    Example:
+    Examples:
         >>> placeholder_text("read_file", '{"path": "a.py"}', 8712)
         '[cleared to save context: read_file({"path": "a.py"}), 8,712 tokens]'
 

@@ -36,8 +36,11 @@ Invariants:
   (``Conversation.record``), so two runs with the same head at once (no checkpointer to
   tell them apart) never feed each other's counts. A streamed reply
   carries usage only when the chat model asks for it: a ``ChatOpenAI`` left with
-  ``stream_usage`` unset is asked to (a copy of it, for the fitted call only); a reply
-  without usage makes the next fit say ``NO_USAGE`` and rest on its counters.
+  ``stream_usage`` unset is asked to (a copy of it, for the fitted call only); the
+  middleware withholds the usage-only chunk that brings from the stream LangChain
+  builds (:mod:`._streams`), so ``stream_mode="messages"`` readers see what they see
+  without windowguard; a reply without usage makes the next fit say ``NO_USAGE`` and
+  rest on its counters.
 - The LangGraph hook's fitted ``max_tokens`` belongs to one call, not to a conversation:
   it is kept under the last message of the state it fitted (the newest turn is always
   kept, and the model node sees the same state), so two same-head runs never swap

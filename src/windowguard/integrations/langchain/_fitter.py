@@ -37,6 +37,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.messages.utils import convert_to_openai_messages
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from ...accounting.usage import prompt_tokens_from_usage
 from ...core.exceptions import ConfigurationError
 from ...core.gauge import ContextGauge
 from ...pipeline.manager import ContextWindowManager, Fit
@@ -49,6 +50,7 @@ from ...run._conversations import (
 )
 from ...run.sinks import Sink, as_sinks, emit
 from .._sent import align, call_arguments
+from ._streams import AsyncHidingCompletions, HidingCompletions
 
 _MAX_TOKENS_KEYS = ("max_completion_tokens", "max_tokens")
 # Endpoints whose models the catalog describes: no discovery request is made for them.
@@ -68,8 +70,8 @@ class Fitter:
         self.options = options
         self.sinks = as_sinks(sinks)
         self.stream_usage = stream_usage
-        # id(chat model) -> (the model, its copy that asks for usage in streams)
-        self._reporting: dict[int, tuple[object, object]] = {}
+        # (id(chat model), hiding) -> (the model, its copy that asks for usage in streams)
+        self._reporting: dict[tuple[int, bool], tuple[object, object]] = {}
         # One store per (model name, base URL): each serves its own window. The store is
         # made on the model's first use, outside the map's lock (discovery does I/O).
         self._served: ConversationStores[tuple[str, str], _Served] = ConversationStores(
@@ -90,6 +92,7 @@ class Fitter:
         model = name or None
         if (
             options.manager is None
+            and options.discover is not False
             and options.model_info is None
             and model is not None
             and base_url.startswith("http")
@@ -102,7 +105,8 @@ class Fitter:
         return options.make(model)
 
     def _store(self, chat_model: object) -> ConversationStore:
-        name, base_url, api_key = _describe_model(chat_model)
+        official = self.options.discover is True
+        name, base_url, api_key = _describe_model(chat_model, official=official)
         served = self._served.get((name, base_url))
         store = served.store
         if store is not None:
@@ -113,30 +117,41 @@ class Fitter:
                 served.store = self.options.store(prototype.copy)
             return served.store
 
-    def reporting(self, chat_model: Any) -> Any:
+    def reporting(self, chat_model: Any, *, hide_usage_chunk: bool = False) -> Any:
         """``chat_model``, or a copy of it that asks for usage in streams.
 
         A ``ChatOpenAI`` (and its subclasses) left with ``stream_usage`` unset streams
         without usage against any base URL but OpenAI's own; the copy sets it, so a
         streamed reply reports its prompt tokens (``stream_options.include_usage``,
-        which OpenAI, vLLM, SGLang and llama.cpp accept). Other models are unchanged.
+        which OpenAI, vLLM, SGLang and llama.cpp accept). Other models, and a model
+        whose ``model_kwargs`` set ``stream_options.include_usage``, are unchanged.
+
+        With ``hide_usage_chunk`` (the middleware, which wraps the model call in
+        :func:`~windowguard.integrations.langchain._streams.collecting`), the copy's
+        openai client withholds the usage-only chunk and reports its usage there, so the
+        stream LangChain builds is the one it builds without windowguard.
         """
         if (
             not self.stream_usage
             or not isinstance(chat_model, BaseChatModel)
             or "stream_usage" not in type(chat_model).model_fields
             or chat_model.stream_usage is not None  # type: ignore[attr-defined]
+            or _asks_stream_usage(chat_model)
         ):
             return chat_model
+        key = (id(chat_model), hide_usage_chunk)
         with self._lock:
-            known = self._reporting.get(id(chat_model))
+            known = self._reporting.get(key)
             if known is not None and known[0] is chat_model:
                 return known[1]
-        reporting = chat_model.model_copy(update={"stream_usage": True})
+        update: dict[str, object] = {"stream_usage": True}
+        if hide_usage_chunk:
+            update.update(_hiding_clients(chat_model))
+        reporting = chat_model.model_copy(update=update)
         with self._lock:
             if len(self._reporting) >= self.options.max_conversations:
                 self._reporting.clear()  # models are few; this only bounds a leak
-            self._reporting[id(chat_model)] = (chat_model, reporting)
+            self._reporting[key] = (chat_model, reporting)
         return reporting
 
     # -- one send ------------------------------------------------------------------------
@@ -201,6 +216,25 @@ class Fitter:
             gauge = ContextGauge(conversation.manager.context_window)
             for event in gauge.observe(tokens):
                 emit(event, self.sinks)
+
+
+def _asks_stream_usage(chat_model: object) -> bool:
+    """Whether a model's own ``model_kwargs`` set ``stream_options.include_usage``."""
+    kwargs = getattr(chat_model, "model_kwargs", None)
+    options = kwargs.get("stream_options") if isinstance(kwargs, Mapping) else None
+    return isinstance(options, Mapping) and "include_usage" in options
+
+
+def _hiding_clients(chat_model: object) -> dict[str, object]:
+    """The openai ``chat.completions`` clients of a ``ChatOpenAI``, wrapped to hide the
+    usage-only chunk (none for a model without them: its stream keeps the chunk)."""
+    fields = type(chat_model).model_fields  # type: ignore[attr-defined]
+    out: dict[str, object] = {}
+    for name, wrapper in (("client", HidingCompletions), ("async_client", AsyncHidingCompletions)):
+        client = getattr(chat_model, name, None)
+        if name in fields and client is not None and hasattr(client, "create"):
+            out[name] = wrapper(client)
+    return out
 
 
 def _sent_messages(
@@ -390,8 +424,9 @@ def _tool_schemas(tools: Sequence[object]) -> list[dict[str, Any]]:
     return schemas
 
 
-def _describe_model(chat_model: object) -> tuple[str, str, str | None]:
-    """The chat model's name, base URL and API key (empty / None when unknown)."""
+def _describe_model(chat_model: object, *, official: bool = False) -> tuple[str, str, str | None]:
+    """The chat model's name, base URL and API key (empty / None when unknown; the
+    vendors' own API URLs empty too, unless ``official``: ``discover=True``)."""
     target: Any = chat_model
     bound = getattr(target, "bound", None)  # a RunnableBinding around the model
     if bound is not None and getattr(target, "kwargs", None) is not None:
@@ -402,7 +437,11 @@ def _describe_model(chat_model: object) -> tuple[str, str, str | None]:
         or getattr(target, "anthropic_api_url", None)
         or getattr(target, "base_url", None)
     )
-    if isinstance(base_url, str) and base_url.rstrip("/").startswith(_OFFICIAL_APIS):
+    if (
+        not official
+        and isinstance(base_url, str)
+        and base_url.rstrip("/").startswith(_OFFICIAL_APIS)
+    ):
         base_url = ""  # the catalog knows the official APIs' models
     secret = getattr(target, "openai_api_key", None) or getattr(target, "anthropic_api_key", None)
     reveal = getattr(secret, "get_secret_value", None)
@@ -437,8 +476,17 @@ def _positive(value: object, name: str) -> int:
     return value
 
 
-def input_tokens(reply: object) -> int | None:
-    """The prompt tokens a model reply reports (``usage_metadata.input_tokens``)."""
+def input_tokens(reply: object, streamed: Sequence[object] = ()) -> int | None:
+    """The prompt tokens a model reply reports (``usage_metadata.input_tokens``), else
+    the ones its stream reported and the middleware withheld (``streamed``: the usage
+    :func:`~windowguard.integrations.langchain._streams.collecting` gathered)."""
+    for usage in streamed[:1]:
+        try:
+            tokens = prompt_tokens_from_usage(usage)
+        except ConfigurationError:
+            tokens = None
+        if tokens:
+            return tokens
     if isinstance(reply, ExtendedModelResponse):
         reply = reply.model_response
     if isinstance(reply, ModelResponse):

@@ -21,9 +21,11 @@ from ...accounting.catalog import ModelInfo
 from ...core.edits.config import EditStage
 from ...core.exceptions import ConfigurationError
 from ...core.prune import PruningPolicy
+from ...core.shrink import DEFAULT_SAFETY_BUFFER
 from ...pipeline.manager import ContextWindowManager
 from ...run._conversations import (
     DEFAULT_MAX_CONVERSATIONS,
+    DEFAULT_TTL_SECONDS,
     ManagerOptions,
 )
 from ...run.sinks import Sink
@@ -157,13 +159,15 @@ def pre_model_hook(
     system: object = None,
     max_tokens: int | None = None,
     model_info: ModelInfo | None = None,
-    safety: int | None = None,
+    safety: int = DEFAULT_SAFETY_BUFFER,
     pruning: PruningPolicy = "low_water",
-    sinks: Sink | Iterable[Sink] | None = None,
-    strict: bool = False,
     edits: Sequence[EditStage] | None = None,
-    manager: ContextWindowManager | None = None,
+    strict: bool = False,
+    ttl_seconds: float | None = DEFAULT_TTL_SECONDS,
     max_conversations: int = DEFAULT_MAX_CONVERSATIONS,
+    discover: bool | None = None,
+    sinks: Sink | Iterable[Sink] | None = None,
+    manager: ContextWindowManager | None = None,
     stream_usage: bool = True,
 ) -> ContextWindowHook:
     """A ``pre_model_hook`` for LangGraph's ``create_react_agent``.
@@ -195,7 +199,10 @@ def pre_model_hook(
             originals.
         manager: a configured manager (each conversation gets a copy); excludes
             ``model_info``, ``safety``, ``pruning``, ``strict`` and ``edits``.
+        ttl_seconds: a conversation idle this long is forgotten (None: never).
         max_conversations: conversations whose state is kept.
+        discover: ask the chat model's own server for its window (None: unless it is
+            OpenAI's or Anthropic's API; True: those too; False: never).
         stream_usage: let ``hook.model`` ask a ``ChatOpenAI`` whose ``stream_usage``
             is unset for usage in streamed replies too.
 
@@ -222,6 +229,8 @@ def pre_model_hook(
         strict=strict,
         edits=edits,
         max_conversations=max_conversations,
+        ttl_seconds=ttl_seconds,
+        discover=discover,
     )
     fitter = Fitter(options, sinks=sinks, stream_usage=stream_usage)
     return ContextWindowHook(fitter, model=model, tools=tools, system=system, max_tokens=max_tokens)

@@ -23,14 +23,17 @@ from langchain_core.messages import AnyMessage, BaseMessage
 from ...accounting.catalog import ModelInfo
 from ...core.edits.config import EditStage
 from ...core.prune import PruningPolicy
+from ...core.shrink import DEFAULT_SAFETY_BUFFER
 from ...pipeline.manager import ContextWindowManager
 from ...run._conversations import (
     DEFAULT_MAX_CONVERSATIONS,
+    DEFAULT_TTL_SECONDS,
     Conversation,
     ManagerOptions,
 )
 from ...run.sinks import Sink
 from ._fitter import Fitter, input_tokens, requested_max_tokens, thread_id
+from ._streams import collecting
 
 
 class ContextWindowMiddleware(AgentMiddleware[AgentState[Any], Any]):
@@ -48,7 +51,7 @@ class ContextWindowMiddleware(AgentMiddleware[AgentState[Any], Any]):
 
     Args:
         model_info: the model's limits, overriding the catalog and discovery.
-        safety: tokens kept free below the window (the manager's default when None).
+        safety: tokens kept free below the window.
         pruning: ``"low_water"`` (keeps the provider's prompt cache stable) or
             ``"minimal"``.
         sinks: event sinks (fit events and ``context_pressure`` from usage).
@@ -62,8 +65,12 @@ class ContextWindowMiddleware(AgentMiddleware[AgentState[Any], Any]):
         manager: a configured :class:`~windowguard.ContextWindowManager`; each
             conversation gets a copy. Excludes ``model_info``, ``safety``, ``pruning``,
             ``strict`` and ``edits`` (left at their defaults).
+        ttl_seconds: a conversation idle this long is forgotten (None: never).
         max_conversations: conversations whose state is kept (least recently used
             forgotten first).
+        discover: ask the chat model's own server (its base URL) for the window it
+            serves; None (default): yes, unless it is OpenAI's or Anthropic's API, whose
+            windows the catalog knows; True: those too; False: never.
         stream_usage: let a ``ChatOpenAI`` whose ``stream_usage`` is unset report usage
             in streamed replies too (False: leave the model as configured; streamed
             replies then feed no usage back and fits rest on the counters alone).
@@ -76,13 +83,15 @@ class ContextWindowMiddleware(AgentMiddleware[AgentState[Any], Any]):
         self,
         *,
         model_info: ModelInfo | None = None,
-        safety: int | None = None,
+        safety: int = DEFAULT_SAFETY_BUFFER,
         pruning: PruningPolicy = "low_water",
-        sinks: Sink | Iterable[Sink] | None = None,
-        strict: bool = False,
         edits: Sequence[EditStage] | None = None,
-        manager: ContextWindowManager | None = None,
+        strict: bool = False,
+        ttl_seconds: float | None = DEFAULT_TTL_SECONDS,
         max_conversations: int = DEFAULT_MAX_CONVERSATIONS,
+        discover: bool | None = None,
+        sinks: Sink | Iterable[Sink] | None = None,
+        manager: ContextWindowManager | None = None,
         stream_usage: bool = True,
     ) -> None:
         super().__init__()
@@ -95,6 +104,8 @@ class ContextWindowMiddleware(AgentMiddleware[AgentState[Any], Any]):
             strict=strict,
             edits=edits,
             max_conversations=max_conversations,
+            ttl_seconds=ttl_seconds,
+            discover=discover,
         )
         self._fitter = Fitter(options, sinks=sinks, stream_usage=stream_usage)
 
@@ -120,7 +131,7 @@ class ContextWindowMiddleware(AgentMiddleware[AgentState[Any], Any]):
             request.override(
                 messages=fitted,
                 model_settings=settings,
-                model=self._fitter.reporting(request.model),
+                model=self._fitter.reporting(request.model, hide_usage_chunk=True),
             ),
         )
 
@@ -136,11 +147,12 @@ class ContextWindowMiddleware(AgentMiddleware[AgentState[Any], Any]):
         """
         conversation, send, fitted = self._fitted(request)
         try:
-            response = handler(fitted)
+            with collecting() as streamed:  # a stream's usage, withheld from the caller
+                response = handler(fitted)
         except BaseException as exc:
             conversation.failed(exc, send=send)
             raise
-        self._fitter.received(conversation, send, input_tokens(response))
+        self._fitter.received(conversation, send, input_tokens(response, streamed))
         return response
 
     async def awrap_model_call(
@@ -156,9 +168,10 @@ class ContextWindowMiddleware(AgentMiddleware[AgentState[Any], Any]):
         """
         conversation, send, fitted = await asyncio.to_thread(self._fitted, request)
         try:
-            response = await handler(fitted)
+            with collecting() as streamed:
+                response = await handler(fitted)
         except BaseException as exc:
             conversation.failed(exc, send=send)
             raise
-        self._fitter.received(conversation, send, input_tokens(response))
+        self._fitter.received(conversation, send, input_tokens(response, streamed))
         return response

@@ -1,6 +1,6 @@
 """The durable run journal: replay instead of redoing, one runner per run.
 
-ADR 0020's durable loop: every model call and every tool result is written to the
+A durable loop: every model call and every tool result is written to the
 journal *before* the loop moves on. A run killed at any point and started again with
 the same journal and run id replays the journalled model calls without calling the
 provider, never re-runs a tool whose result was journalled, and continues from there.

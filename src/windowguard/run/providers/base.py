@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 Site = Literal["tool_send", "plain", "synthesis"]
-"""The three provider-send sites of the loop (ADR-107): the in-loop send with tools,
+"""The three provider-send sites of the loop (the tool-loop design): the in-loop send with tools,
 the plain completion without tools, and the cap-hit synthesis call without tools."""
 
 
