@@ -453,7 +453,13 @@ def test_react_agent_with_the_hook_never_overflows(
     events: list[Any] = []
     llm = _llm(emu)
     hook = pre_model_hook(
-        llm, tools=TOOLS, system=SYSTEM, model_info=_info(), sinks=events.append, edits=edits
+        llm,
+        tools=TOOLS,
+        system=SYSTEM,
+        model_info=_info(),
+        sinks=events.append,
+        edits=edits,
+        stream_usage=True,  # a streamed reply reports usage only when asked
     )
     agent = create_react_agent(hook.model, TOOLS, prompt=SYSTEM, pre_model_hook=hook)
     config: Any = {"recursion_limit": 100}

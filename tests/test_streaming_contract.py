@@ -444,6 +444,51 @@ def test_langchain_middleware_stream(stream_usage: bool | None, run_async: bool)
     assert pressures == ([] if stream_usage is False else [prompt])
 
 
+@pytest.mark.filterwarnings("ignore::langgraph.warnings.LangGraphDeprecatedSinceV10")
+@pytest.mark.parametrize("hook_usage", [False, True], ids=["hook-default", "hook-asks"])
+@pytest.mark.parametrize("stream_usage", STREAM_USAGE)
+def test_langgraph_hook_stream(stream_usage: bool | None, hook_usage: bool) -> None:
+    """The LangGraph hook cannot wrap the model call, so it cannot withhold a usage chunk:
+    by default ``hook.model`` asks for nothing and the stream is the one read without
+    windowguard; ``stream_usage=True`` on the hook asks (and the reader sees LangChain's
+    usage chunk, as documented). A model's own ``stream_usage`` is always honoured."""
+    pytest.importorskip("langgraph")
+    from langchain_openai import ChatOpenAI
+    from langgraph.prebuilt import create_react_agent
+
+    from windowguard.integrations.langchain import pre_model_hook
+
+    policy, events = Policy(), []
+    task = {"messages": [MESSAGES[1]]}
+    system = MESSAGES[0]["content"]
+
+    def stream(agent: Any) -> list[Any]:
+        return _langchain_view(c for c, _ in agent.stream(task, stream_mode="messages"))
+
+    with Emulator(flavor="openai", context_window=WINDOW, scenario=policy) as emu:
+        options = {} if stream_usage is None else {"stream_usage": stream_usage}
+        llm = ChatOpenAI(model=MODEL, base_url=emu.base_url, api_key="k", max_retries=0, **options)
+        direct = stream(create_react_agent(llm, [], prompt=system))
+        hook = pre_model_hook(
+            llm,
+            system=system,
+            model_info=wg.ModelInfo(context_window=WINDOW),
+            sinks=events.append,
+            stream_usage=hook_usage,
+        )
+        guarded = stream(create_react_agent(hook.model, [], prompt=system, pre_model_hook=hook))
+    asked = policy.bodies[1].get("stream_options")
+    windowguard_asked = hook_usage and stream_usage is None
+    assert asked == ({"include_usage": True} if stream_usage or windowguard_asked else None)
+    assert "".join(str(chunk[1]) for chunk in guarded) == REPLY
+    if windowguard_asked:  # one more chunk: LangChain's usage-only AIMessageChunk
+        extra = [chunk for chunk in guarded if chunk[2] is not None]
+        assert len(extra) == 1 and extra[0][1] == ""
+        assert [chunk for chunk in guarded if chunk[2] is None] == direct
+    else:
+        assert guarded == direct
+
+
 # -- the proxy --------------------------------------------------------------------------
 
 

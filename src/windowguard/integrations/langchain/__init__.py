@@ -40,7 +40,9 @@ Invariants:
   middleware withholds the usage-only chunk that brings from the stream LangChain
   builds (:mod:`._streams`), so ``stream_mode="messages"`` readers see what they see
   without windowguard; a reply without usage makes the next fit say ``NO_USAGE`` and
-  rest on its counters.
+  rest on its counters. The LangGraph hook cannot wrap the model call, so it cannot
+  withhold that chunk: its ``hook.model`` asks for stream usage only with
+  ``pre_model_hook(..., stream_usage=True)``.
 - The LangGraph hook's fitted ``max_tokens`` belongs to one call, not to a conversation:
   it is kept under the last message of the state it fitted (the newest turn is always
   kept, and the model node sees the same state), so two same-head runs never swap

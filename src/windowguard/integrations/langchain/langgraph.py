@@ -168,7 +168,7 @@ def pre_model_hook(
     discover: bool | None = None,
     sinks: Sink | Iterable[Sink] | None = None,
     manager: ContextWindowManager | None = None,
-    stream_usage: bool = True,
+    stream_usage: bool = False,
 ) -> ContextWindowHook:
     """A ``pre_model_hook`` for LangGraph's ``create_react_agent``.
 
@@ -204,7 +204,11 @@ def pre_model_hook(
         discover: ask the chat model's own server for its window (None: unless it is
             OpenAI's or Anthropic's API; True: those too; False: never).
         stream_usage: let ``hook.model`` ask a ``ChatOpenAI`` whose ``stream_usage``
-            is unset for usage in streamed replies too.
+            is unset for usage in streamed replies too. Off by default: the hook cannot
+            wrap the model call, so the usage-only chunk that brings would reach your
+            ``stream_mode="messages"`` reader (LangChain shows it as one more
+            ``AIMessageChunk``). Without it a streamed reply feeds back no usage and the
+            next send rests on its counters (``NO_USAGE``).
 
     Returns:
         A :class:`ContextWindowHook`.
