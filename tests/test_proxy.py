@@ -648,6 +648,7 @@ class _AlwaysOverflow(http.server.BaseHTTPRequestHandler):
 
 
 def test_a_second_overflow_goes_back_unchanged() -> None:
+    _AlwaysOverflow.calls.clear()  # a rerun in one process starts from none
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _AlwaysOverflow)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -657,6 +658,7 @@ def test_a_second_overflow_goes_back_unchanged() -> None:
             answer = httpx2.post(
                 proxy.base_url + "/chat/completions",
                 json=chat([{"role": "user", "content": "hi"}], max_tokens=100),
+                timeout=120,  # two upstream calls and a refit, on a loaded CI machine
             )
             assert answer.status_code == 400
             assert answer.content == _AlwaysOverflow.body
