@@ -1001,8 +1001,8 @@ FIXTURES: tuple[Fixture, ...] = (
     # ---------------------------------------------------------------- Groq
     Fixture(
         name="groq-context-length",
-        source="Groq 400 context_length_exceeded 'Please reduce the length of the messages or "
-        "completion.' (quoted in public tests)",
+        source="Groq 400, whole body verbatim in https://github.com/OpenHands/OpenHands/issues/1902 "
+        "and https://github.com/letta-ai/letta/issues/1963 (no numbers at all)",
         status=400,
         body=_openai(
             "Please reduce the length of the messages or completion.",
@@ -1529,8 +1529,9 @@ FIXTURES: tuple[Fixture, ...] = (
     Fixture(
         name="groq-498-flex-capacity-exceeded",
         source="Groq flex tier: 'requests will fail quickly with status 498 and error "
-        "capacity_exceeded' (https://console.groq.com/docs/flex-processing); body shape "
-        "and message as given in the issue",
+        "capacity_exceeded' (https://console.groq.com/docs/flex-processing); envelope "
+        "{error: {message, type}} from https://console.groq.com/docs/errors; the message "
+        "text itself is not published, so it is as given in the issue",
         status=498,
         body={
             "error": {
@@ -1669,6 +1670,187 @@ FIXTURES: tuple[Fixture, ...] = (
         kind=K.CONTEXT_OVERFLOW,
         provider="bedrock",
         context_window=8192,
+    ),
+    # ----------------------------------------- issue 20 item 12, sources found by search
+    Fixture(
+        name="ollama-400-prompt-too-long-model-maximum-context-length",
+        source="Ollama 400 {error: str}, the Fireworks wording: a public client test quotes "
+        '\'Ollama HTTP 400: {"error":"The prompt is too long: 208863, model maximum context '
+        "length: 202752\"}' (find_string 'model maximum context length:')",
+        status=400,
+        body={"error": "The prompt is too long: 208863, model maximum context length: 202752"},
+        kind=K.CONTEXT_OVERFLOW,
+        prompt_tokens=208863,
+        context_window=202752,
+    ),
+    Fixture(
+        name="bedrock-titan-too-many-input-tokens",
+        source="Bedrock InvokeModel ValidationException, verbatim in Titan Text Lite evaluation "
+        "output ('An error occurred (ValidationException) when calling the InvokeModel "
+        "operation: 400 Bad Request: Too many input tokens. Max input tokens: 4096, request "
+        "input token count: 7262 ') and in pkdone/paul-genai-test-tools-ts "
+        "src/llm/providers/bedrock/bedrock-error-patterns.ts; AWS REST error shape. 4096 is the "
+        "input limit, not the window",
+        status=400,
+        body={
+            "message": "400 Bad Request: Too many input tokens. Max input tokens: 4096, request "
+            "input token count: 7262 "
+        },
+        headers=(
+            (
+                "x-amzn-errortype",
+                "ValidationException:http://internal.amazon.com/coral/com.amazon.bedrock/",
+            ),
+            ("x-amzn-requestid", "0d6f0c71-3a5e-4d1b-9a43-1b0a2f9e7c55"),
+        ),
+        kind=K.CONTEXT_OVERFLOW,
+        provider="bedrock",
+        prompt_tokens=7262,
+    ),
+    Fixture(
+        name="bedrock-llama-malformed-input-max-gen-len",
+        source="Bedrock InvokeModel (Llama) ValidationException, verbatim in "
+        "pkdone/paul-genai-test-tools-ts src/llm/providers/bedrock/bedrock-llama/"
+        "bedrock-llama-llm.ts ('Malformed input request: #/max_gen_len: 8192 is not less or "
+        "equal to 2048, please reformat your input and try again.'); AWS REST error shape",
+        status=400,
+        body={
+            "message": "Malformed input request: #/max_gen_len: 8192 is not less or equal to "
+            "2048, please reformat your input and try again."
+        },
+        headers=(
+            (
+                "x-amzn-errortype",
+                "ValidationException:http://internal.amazon.com/coral/com.amazon.bedrock/",
+            ),
+        ),
+        kind=K.OUTPUT_LIMIT,
+        provider="bedrock",
+        requested_output=8192,
+        max_output_tokens=2048,
+    ),
+    Fixture(
+        name="bedrock-converse-malformed-input-max-tokens-boto-text",
+        source="botocore's text of a Converse ValidationException, quoted in a public client "
+        "test (find_string 'Malformed input request: #/max_tokens'); no status, as a client "
+        "that kept only str(error) passes it",
+        body="An error occurred (ValidationException) when calling the Converse operation: "
+        "Malformed input request: #/max_tokens: 10000 is not less or equal to 4096, please "
+        "reformat your input and try again.",
+        kind=K.OUTPUT_LIMIT,
+        provider="bedrock",
+        requested_output=10000,
+        max_output_tokens=4096,
+    ),
+    Fixture(
+        name="bedrock-nova-extraneous-key-max-tokens-is-no-cap",
+        source="https://github.com/logancyang/obsidian-copilot/issues/2145 (message verbatim): "
+        "Nova's schema has no max_tokens; an invalid request, not an output cap to clamp",
+        status=400,
+        body={
+            "message": "Malformed input request: #: extraneous key [max_tokens] is not "
+            "permitted, please reformat your input and try again."
+        },
+        headers=(
+            (
+                "x-amzn-errortype",
+                "ValidationException:http://internal.amazon.com/coral/com.amazon.bedrock/",
+            ),
+        ),
+        kind=K.INVALID_REQUEST,
+        provider="bedrock",
+    ),
+    Fixture(
+        name="bedrock-messages-maximum-tokens-exceeds-model-limit",
+        source="https://github.com/charmbracelet/crush/issues/946 (POST bedrock-runtime "
+        "/v1/messages: 400 Bad Request, body verbatim)",
+        status=400,
+        body={"message": "The maximum tokens you requested exceeds the model limit of 32768"},
+        kind=K.OUTPUT_LIMIT,
+        provider="bedrock",
+        max_output_tokens=32768,
+    ),
+    Fixture(
+        name="cerebras-current-length-while-limit",
+        source="https://github.com/cline/cline/issues/5140 (message verbatim: '400 Please reduce "
+        "the length of the messages or completion. Current length is 42328 while limit is "
+        "40000'); envelope: the OpenAI-compatible error shape. The length is prompt and "
+        "completion together, so no prompt count",
+        status=400,
+        body=_openai(
+            "Please reduce the length of the messages or completion. Current length is 42328 "
+            "while limit is 40000",
+            type_="invalid_request_error",
+            param="messages",
+            code="context_length_exceeded",
+        ),
+        kind=K.CONTEXT_OVERFLOW,
+        provider="cerebras",
+        context_window=40000,
+    ),
+    Fixture(
+        name="gemini-streaming-input-token-count-no-prompt",
+        source="https://github.com/arkavo-org/arkavo-edge/issues/371 (HTTP 400 body verbatim, "
+        "streamGenerateContent)",
+        status=400,
+        body={
+            "error": {
+                "code": 400,
+                "message": "The input token count exceeds the maximum number of tokens allowed "
+                "(1048576).",
+                "status": "INVALID_ARGUMENT",
+            }
+        },
+        kind=K.CONTEXT_OVERFLOW,
+        provider="gemini",
+        context_window=1048576,
+    ),
+    Fixture(
+        name="groq-429-tokens-per-day-try-again-in-go-duration",
+        source="https://github.com/continuedev/continue/issues/10920 (429 message verbatim, "
+        "'%3F' there is the issue form's encoding of '?'); envelope as in "
+        "https://github.com/danielmiessler/Fabric/issues/364 ({error: {message, type: tokens, "
+        "code: rate_limit_exceeded}}). No retry-after header: the wait is the message's Go "
+        "duration, 9m38.016s",
+        status=429,
+        body=_openai(
+            "Rate limit reached for model `llama-3.3-70b-versatile` in organization "
+            "`org_01kjh7p9n8f1qs6nz2bz77vy6b` service tier `on_demand` on tokens per day (TPD): "
+            "Limit 100000, Used 97050, Requested 3619. Please try again in 9m38.016s. Need more "
+            "tokens? Upgrade to Dev Tier today at https://console.groq.com/settings/billing",
+            type_="tokens",
+            param=None,
+            code="rate_limit_exceeded",
+        ),
+        kind=K.RATE_LIMIT,
+        provider="groq",
+        retry_after=578.016,
+    ),
+    Fixture(
+        name="groq-429-retry-after-go-duration-header",
+        source="Groq 429 with the wait as a Go duration in retry-after (the form the issue "
+        "reports, 'retry-after: 1m26.4s'; Groq's documented x-ratelimit-reset-* headers use "
+        "the same form, e.g. '2m59.56s', console.groq.com/docs/rate-limits); message as in "
+        "https://github.com/bklieger-groq/stockbot-on-groq/issues/46, whose own wait the "
+        "header outranks",
+        status=429,
+        body=_openai(
+            "Rate limit reached for model `llama3-70b-8192` in organization "
+            "`org_01hqm053avffh8w60ayqm1kr4a` on : Limit 500000, Used 500370, Requested 252. "
+            "Please try again in 1m47.5854s. Visit https://console.groq.com/docs/rate-limits for "
+            "more information.",
+            type_="tokens",
+            param=None,
+            code="rate_limit_exceeded",
+        ),
+        headers=(
+            ("retry-after", "1m26.4s"),
+            ("x-ratelimit-reset-requests", "2m59.56s"),
+            ("x-groq-region", "us-west-1"),
+        ),
+        kind=K.RATE_LIMIT,
+        provider="groq",
+        retry_after=86.4,
     ),
     # ---------------------------------------------------------------- gateways
     Fixture(

@@ -306,6 +306,29 @@ _OVERFLOW_RULES: tuple[_Rule, ...] = (
             r"(?P<context_window>\d+)"
         )
     ),
+    # Bedrock InvokeModel ValidationException (Titan, Mistral, Claude): "400 Bad Request: Too
+    # many input tokens. Max input tokens: 8192, request input token count: 9279" (recorded
+    # in pkdone/paul-genai-test-tools-ts src/llm/providers/bedrock/bedrock-error-patterns.ts;
+    # the same text in Titan Text Lite evaluation logs). The limit is the model's input
+    # limit, not its window, so only the prompt is read.
+    _Rule(
+        _rx(
+            r"Too many input tokens\. Max input tokens: (?P<max_input_tokens>\d+), request input "
+            r"token count: (?P<prompt_tokens>\d+)"
+        ),
+        "bedrock",
+    ),
+    # Cerebras (OpenAI-compatible) 400, verbatim in https://github.com/cline/cline/issues/5140:
+    # "Please reduce the length of the messages or completion. Current length is 42328 while
+    # limit is 40000". The length is prompt and completion together, so only the limit (the
+    # window) is read.
+    _Rule(
+        _rx(
+            r"reduce the length of the messages or completion\. Current length is "
+            r"(?P<total_tokens>\d+) while limit is (?P<context_window>\d+)"
+        ),
+        "cerebras",
+    ),
     # Bedrock's Llama models: the window alone (pkdone/paul-genai-test-tools-ts
     # src/llm/providers/bedrock/bedrock-titan/bedrock-titan.manifest.ts records it).
     _Rule(_rx(_CTX + r"\. Please reduce the length of the prompt")),
@@ -412,6 +435,22 @@ _OUTPUT_RULES: tuple[_Rule, ...] = (
         ),
         "tgi",
     ),
+    # Bedrock InvokeModel's JSON-schema check of the model's native body (a ValidationException,
+    # "Malformed input request: #/<field>: N is not less or equal to C, please reformat your
+    # input and try again."): max_gen_len for Llama, verbatim in
+    # pkdone/paul-genai-test-tools-ts src/llm/providers/bedrock/bedrock-llama/bedrock-llama-llm.ts
+    # ("#/max_gen_len: 8192 is not less or equal to 2048"); max_tokens as a Converse refusal is
+    # quoted in a public client test (find_string "Malformed input request: #/max_tokens").
+    # Only the output-length fields: "#: extraneous key [max_tokens] is not permitted" (Nova)
+    # is an invalid request, not a cap.
+    _Rule(
+        _rx(
+            r"Malformed input request: #/(?:max_tokens|max_gen_len|max_tokens_to_sample|"
+            r"maxTokenCount|max_new_tokens|maxTokens): (?P<requested_output>\d+) is not less or "
+            r"equal to (?P<max_output_tokens>\d+)"
+        ),
+        "bedrock",
+    ),
     # Cohere (docs.cohere.com/reference/errors).
     _Rule(
         _rx(
@@ -446,7 +485,15 @@ _CONNECTION_WORDS = _rx(
     r"connection|connect error|network|remote ?protocol|server disconnected|broken pipe|"
     r"reset by peer|name resolution|socket"
 )
-_RETRY_IN_TEXT = _rx(r"(?:retry|try again) (?:after|in) (\d+(?:\.\d+)?) ?(ms|s|sec|seconds?)\b")
+# "try again in 4.8s", "retry after 6 seconds", and Groq's Go durations in its 429 text:
+# "Please try again in 9m38.016s." (https://github.com/continuedev/continue/issues/10920),
+# "in 1m47.5854s" (https://github.com/bklieger-groq/stockbot-on-groq/issues/46). Group 1
+# is a Go duration, else groups 2 and 3 are a number and its unit.
+_RETRY_IN_TEXT = _rx(
+    r"(?:retry|try again) (?:after|in) (?:"
+    r"((?:\d+(?:\.\d+)?(?:h|m)(?!s))+(?:\d+(?:\.\d+)?(?:ms|s|us|\u00b5s|ns))?)(?![a-z])"
+    r"|(\d+(?:\.\d+)?) ?(ms|s|sec|seconds?)\b)"
+)
 
 # Body type/code values -> kind (OpenAI, Anthropic, vLLM, llama.cpp, Gemini status).
 _CODE_KINDS: dict[str, FailureKind] = {

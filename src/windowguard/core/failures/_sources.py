@@ -410,10 +410,13 @@ def _retry_after(
     if body_delay is not None:
         return body_delay
     match = _RETRY_IN_TEXT.search(message)
-    if match:
-        amount = float(match.group(1))
-        return _wait(amount / 1000.0 if match.group(2).lower() == "ms" else amount)
-    return None
+    if match is None:
+        return None
+    go, number, unit = match.groups()
+    if go is not None:
+        return _go_duration_seconds(go)  # "try again in 9m38.016s" (Groq)
+    amount = float(number)
+    return _wait(amount / 1000.0 if unit.lower() == "ms" else amount)
 
 
 def _retry_after_value(after: str, date: str | None) -> float | None:

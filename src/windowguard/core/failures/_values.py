@@ -87,7 +87,7 @@ class Failure:
         provider: a short lowercase provider/server name when recognisable
             ("openai", "azure", "anthropic", "bedrock", "gemini", "vllm", "sglang",
             "llamacpp", "llama-cpp-python", "ollama", "mistral", "groq", "openrouter",
-            "tgi", "lmstudio", "cohere"), else None.
+            "tgi", "lmstudio", "cohere", "cerebras"), else None.
         message: the provider's message (or the exception's text).
         code: the body's error ``code`` (or ``type`` when there is no code).
         prompt_tokens: the prompt size the message states, in the provider's tokens.
