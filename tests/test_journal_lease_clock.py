@@ -6,6 +6,7 @@ or behind; holders in other processes are real processes."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import sqlite3
@@ -17,11 +18,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import windowguard as wg
 import windowguard.run.journal.base as journal_base
+from windowguard.run.journal.lease import machine_id, process_started
 from windowguard.run.providers.base import ModelResponse
-from windowguard.run.providers.fake import FakeCalls, FakeProvider, ScriptItem
+from windowguard.run.providers.fake import AsyncFakeProvider, FakeCalls, FakeProvider, ScriptItem
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="process ids are checked on POSIX")
 
@@ -124,8 +128,9 @@ WORKER = textwrap.dedent(
     [(0, 40), (-40, 0)],
     ids=["taker-40s-ahead", "holder-40s-behind"],
 )
+@pytest.mark.parametrize("driver", ["sync", "async"])
 def test_a_running_holder_is_not_taken_over_whatever_the_clocks_say(
-    db: Path, holder_shift: float, taker_shift: float
+    db: Path, holder_shift: float, taker_shift: float, driver: str
 ) -> None:
     ran: list[str] = []
 
@@ -147,19 +152,27 @@ def test_a_running_holder_is_not_taken_over_whatever_the_clocks_say(
         journal = wg.SqliteJournal(db, clock=shifted(taker_shift))
         script: list[ScriptItem] = [FakeCalls(("work", {"item": "a"})), "done"]
         loop = wg.ToolLoop(FakeProvider(script), tools=[work], journal=journal)
+        aloop = wg.AsyncToolLoop(AsyncFakeProvider(script), tools=[work], journal=journal)
+
+        def run(*, run_id: str) -> wg.RunResult:
+            if driver == "sync":
+                return loop.run(TASK, run_id=run_id)
+            return asyncio.run(aloop.run(TASK, run_id=run_id))
+
         with pytest.raises(wg.RunLockedError) as caught:
-            loop.run(TASK, run_id=RUN)
+            run(run_id=RUN)
         assert caught.value.holder.startswith(f"{socket.gethostname()}:{worker.pid}:")
         assert caught.value.expires_at is None  # its wall-clock expiry has passed here
         claim = journal.lease(RUN)
         assert claim is not None and claim.running and claim.live and claim.seconds_left < 0
-        assert claim.pid == worker.pid
+        assert claim.pid == worker.pid and claim.started == process_started(worker.pid)
+        assert claim.started is not None  # Linux: its start is recorded beside its pid
         assert ran == []  # the tool did not run a second time here
         worker.stdin.write("go on\n")
         worker.stdin.flush()
         out, _ = worker.communicate(timeout=60)
     assert out.split() == ["COMPLETED"]
-    replayed = loop.run(TASK, run_id=RUN)  # finished: replayed from the journal
+    replayed = run(run_id=RUN)  # finished: replayed from the journal
     assert replayed.termination is wg.TerminationReason.COMPLETED and ran == []
     result = journal.tool_result(RUN, 0, 0)
     assert result is not None and result.content == "worked on a"
@@ -226,6 +239,92 @@ def test_a_holder_whose_process_ended_is_taken_over(
     lease = journal.acquire(RUN)
     assert lease.holder != claim.holder
     assert journal.lease(RUN) is not None
+    journal.close()
+
+
+# -- a pid given to a later process ----------------------------------------------------------
+
+ALIVE = "import sys; print('up', flush=True); sys.stdin.readline()"
+
+
+def _alive() -> subprocess.Popen[str]:
+    """A process that runs until its stdin is closed: a live pid of this machine."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", ALIVE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "up"
+    return proc
+
+
+def _lease_row(db: Path, pid: int, started: int | None, expires: float) -> str:
+    """Write the run's lease row as a holder of this machine with ``pid`` would."""
+    holder = f"{socket.gethostname()}:{pid}:f00d"
+    other = sqlite3.connect(db, isolation_level=None)
+    other.execute(
+        "INSERT OR REPLACE INTO leases (run_id, holder, machine, pid, expires, started) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        (RUN, holder, machine_id(), pid, expires, started),
+    )
+    other.close()
+    return holder
+
+
+needs_proc = pytest.mark.skipif(
+    process_started(os.getpid()) is None, reason="process start times come from /proc"
+)
+
+
+@needs_proc
+@settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    expires_in=st.floats(min_value=-7200, max_value=7200),
+    taker_shift=st.floats(min_value=-7200, max_value=7200),
+    same_process=st.booleans(),
+)
+def test_only_the_process_that_took_the_lease_holds_it_by_its_pid(
+    tmp_path_factory: pytest.TempPathFactory,
+    expires_in: float,
+    taker_shift: float,
+    same_process: bool,
+) -> None:
+    """Whatever the row's expiry and the taker's clock: a running holder keeps the run;
+    a later process given its pid (another start time) does not, and it is taken at once."""
+    db = tmp_path_factory.mktemp("pid") / "runs.db"
+    wg.SqliteJournal(db).close()
+    with _alive() as proc:
+        started = process_started(proc.pid)
+        assert started is not None
+        row_start = started if same_process else started - 1  # its pid, an earlier start
+        holder = _lease_row(db, proc.pid, row_start, time.time() + expires_in)
+        journal = wg.SqliteJournal(db, clock=shifted(taker_shift))
+        claim = journal.lease(RUN)
+        assert claim is not None and claim.started == row_start
+        assert claim.running is same_process
+        if same_process:
+            with pytest.raises(wg.RunLockedError) as caught:
+                journal.acquire(RUN)
+            assert caught.value.holder == holder
+        else:
+            lease = journal.acquire(RUN)  # at once: no waiting for the row's expiry
+            assert lease.holder != holder
+            claim = journal.lease(RUN)
+            assert claim is not None and claim.started == process_started(os.getpid())
+        journal.close()
+        proc.communicate("", timeout=60)
+
+
+@needs_proc
+def test_a_row_without_a_start_time_goes_by_the_pid_alone(db: Path) -> None:
+    wg.SqliteJournal(db).close()
+    with _alive() as proc:
+        holder = _lease_row(db, proc.pid, None, time.time() - 60)  # as 0.1 wrote it
+        journal = wg.SqliteJournal(db, clock=shifted(40))
+        claim = journal.lease(RUN)
+        assert claim is not None and claim.started is None and claim.running
+        with pytest.raises(wg.RunLockedError, match=holder):
+            journal.acquire(RUN)
+        proc.communicate("", timeout=60)
+    assert journal.acquire(RUN).holder != holder  # its process ended
     journal.close()
 
 

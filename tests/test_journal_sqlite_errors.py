@@ -92,6 +92,22 @@ def test_a_read_only_file_is_a_journal_error_out_of_the_run(tmp_path: Path, how:
     journal.close()
 
 
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes in a 0500 folder anyway")
+def test_a_file_in_a_read_only_folder_is_a_journal_error(tmp_path: Path) -> None:
+    folder = tmp_path / "journals"
+    folder.mkdir()
+    path = _journal_file(folder / "runs.db")
+    folder.chmod(0o500)  # SQLite cannot make the file's -wal and -shm beside it
+    try:
+        with pytest.raises(wg.JournalError) as caught:
+            _run(wg.SqliteJournal(path), "new")
+    finally:
+        folder.chmod(0o700)
+    message = _journal_error(caught, sqlite_cause=True)
+    assert message.startswith(f"the journal file {path} is read-only: ")
+    assert f"SQLite writes {path}-wal and {path}-shm beside it" in message
+
+
 def test_a_file_of_another_schema_version_is_refused_when_opened(tmp_path: Path) -> None:
     path = _journal_file(tmp_path / "runs.db")
     assert _user_version(path) == SCHEMA_VERSION
@@ -204,3 +220,64 @@ def test_a_journal_written_before_versions_is_adopted(tmp_path: Path, layout: st
         assert _run(journal, "new").termination is wg.TerminationReason.COMPLETED
     with wg.SqliteJournal(path) as journal:
         assert journal.counts("done") == journal.counts("new") == (2, 1)
+
+
+def _leases_columns(path: Path) -> set[str]:
+    db = sqlite3.connect(path)
+    try:
+        return {str(row[1]) for row in db.execute("PRAGMA table_info(leases)")}
+    finally:
+        db.close()
+
+
+def _leases_as_01(path: Path) -> None:
+    """Lay the leases table out as windowguard 0.1 did: no holder start times."""
+    _sql(
+        path,
+        "DROP TABLE leases",
+        "CREATE TABLE leases (run_id TEXT PRIMARY KEY, holder TEXT NOT NULL, machine TEXT, "
+        "pid INTEGER, expires REAL NOT NULL)",
+    )
+
+
+@pytest.mark.parametrize("writable", [True, False], ids=["writable", "read-only"])
+def test_a_lease_table_without_start_times_is_given_them(tmp_path: Path, writable: bool) -> None:
+    path = _journal_file(tmp_path / "runs.db")
+    _leases_as_01(path)
+    _sql(
+        path,
+        "INSERT INTO leases (run_id, holder, machine, pid, expires) "
+        "VALUES ('done', 'elsewhere:1:x', NULL, 1, 0)",
+    )
+    if not writable:  # "written by a newer SQLite": read-only, for root too
+        data = bytearray(path.read_bytes())
+        data[18] = 3
+        path.write_bytes(bytes(data))
+    with wg.SqliteJournal(path) as journal:
+        claim = journal.lease("done")  # read, whether or not the column could be added
+        assert claim is not None and claim.holder == "elsewhere:1:x" and claim.started is None
+        assert ("started" in _leases_columns(path)) is writable
+        if writable:
+            assert _run(journal, "new").termination is wg.TerminationReason.COMPLETED
+        else:
+            with pytest.raises(wg.JournalError, match="is read-only: "):
+                _run(journal, "new")
+
+
+def test_a_closed_journal_says_so(tmp_path: Path) -> None:
+    path = _journal_file(tmp_path / "runs.db")
+    journal = wg.SqliteJournal(path)
+    journal.close()
+    said = f"the journal file {path} was closed (journal.close(), or the end of its with block)"
+    with pytest.raises(wg.JournalError) as caught:
+        _run(journal, "new")
+    assert _journal_error(caught, sqlite_cause=True).startswith(said)
+    with pytest.raises(wg.JournalError, match=re.escape(said)):
+        journal.lease("done")
+    journal.close()  # closing twice is harmless
+
+
+def test_a_path_that_cannot_name_a_file_is_a_configuration_error(tmp_path: Path) -> None:
+    with pytest.raises(wg.ConfigurationError, match="a journal's path is a str without NUL"):
+        wg.SqliteJournal(f"{tmp_path}/runs\0.db")
+    assert list(tmp_path.iterdir()) == []

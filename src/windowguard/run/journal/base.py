@@ -469,12 +469,13 @@ class Journal(abc.ABC):
         return self._machine is not None and claim.machine == self._machine
 
     def _gone(self, claim: Claim) -> bool:
-        """Whether the claim's holder is a process on this machine that no longer runs."""
+        """Whether the claim's holder is a process on this machine that no longer runs
+        (its pid is free, or was given to a process that started later)."""
         return (
             claim.pid is not None
             and claim.pid != os.getpid()
             and self._local(claim)
-            and process_gone(claim.pid)
+            and process_gone(claim.pid, claim.started)
         )
 
     def _locked(self, run_id: str, claim: Claim | None, *, lost: bool = False) -> RunLockedError:

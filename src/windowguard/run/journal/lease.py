@@ -7,7 +7,9 @@ expiry. A runner that finds the run held by a process of its own machine that no
 runs takes it over at once instead of waiting for the lease to expire; any other holder
 is waited for. A SQLite journal goes further (its expiry is a wall-clock time, which
 two processes may read differently): a holder whose process still runs on this machine
-keeps the run whatever the clocks say (:attr:`Claim.running`).
+keeps the run whatever the clocks say (:attr:`Claim.running`). Its row also records
+when the holder's process started (:func:`process_started`), so that a later process
+that was given the dead holder's pid is not taken for it.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import os
 from dataclasses import dataclass
 from datetime import datetime
 
-__all__ = ["Claim", "Lease", "holder_host", "machine_id", "process_gone"]
+__all__ = ["Claim", "Lease", "holder_host", "machine_id", "process_gone", "process_started"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,6 +52,9 @@ class Claim:
         running: True when a SQLite journal saw the holder's process running on this
             machine: the lease then holds whatever the clocks say, until that process
             gives it back or ends (False: not checked, or not running).
+        started: when the holder's process started (:func:`process_started`; None when
+            unknown), so that another process given the same pid later is not taken
+            for the holder.
     """
 
     holder: str
@@ -58,6 +63,7 @@ class Claim:
     expires_at: datetime
     seconds_left: float
     running: bool = False
+    started: int | None = None
 
     @property
     def live(self) -> bool:
@@ -81,17 +87,43 @@ def machine_id() -> str | None:
     return f"{boot}/{namespace}"
 
 
-def process_gone(pid: int) -> bool:
-    """True when no process ``pid`` runs (or only its zombie, waiting to be reaped)."""
+def _stat_fields(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (which may hold spaces
+    and parentheses): the process state first; None without ``/proc``."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rpartition(")")[2].split()
+    except OSError:
+        return None
+
+
+def process_started(pid: int) -> int | None:
+    """When process ``pid`` started, in clock ticks since boot (``/proc/<pid>/stat``
+    field 22); None where that is not known. With the boot in :func:`machine_id`, the
+    pid and this, a process is told from a later one given the same pid."""
+    return _start(_stat_fields(pid))
+
+
+def _start(fields: list[str] | None) -> int | None:
+    try:
+        return None if fields is None else int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def process_gone(pid: int, started: int | None = None) -> bool:
+    """True when no process ``pid`` runs (or only its zombie, waiting to be reaped), or
+    when the process ``pid`` that runs is not the one that started at ``started``
+    (:func:`process_started`; None: any process with that pid counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return True
     except (PermissionError, OSError):
+        pass  # another user's process runs with that pid: its stat tells which one
+    fields = _stat_fields(pid)
+    if not fields:
         return False
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-            state = f.read().rpartition(")")[2].split()
-    except OSError:
-        return False
-    return bool(state) and state[0] in ("Z", "X")
+    if fields[0] in ("Z", "X"):
+        return True
+    return started is not None and _start(fields) not in (None, started)

@@ -31,12 +31,16 @@ resumed laptop). So the wall clock decides only where nothing better is known:
 - a holder whose process still runs on this machine (the same kernel boot and pid
   namespace; the same host name where those are unknown) is never taken over, whatever
   the wall clocks say: its pid is checked with ``os.kill(pid, 0)``, a process of
-  another user counting as running. It keeps the run until it gives it back (it does
-  when the run ends, and gives back a lease it holds without driving it after
-  ``lease_seconds`` without renewal) or its process ends;
+  another user counting as running, and its start time (``/proc/<pid>/stat``, kept in
+  the row's ``started``) against the row's, so a later process given the same pid is
+  not taken for it. It keeps the run until it gives it back (it does when the run
+  ends, and gives back a lease it holds without driving it after ``lease_seconds``
+  without renewal) or its process ends;
 - a holder on this machine whose process is gone is taken over at once;
 - a holder on another machine is taken over when its lease expires by this process's
-  wall clock.
+  wall clock: across machines the clocks must agree to within two thirds of
+  ``lease_seconds`` (a holder renews every third), which is why fleets sharing runs use
+  :class:`~windowguard.run.journal.postgres.PostgresJournal` and its server's clock.
 """
 
 from __future__ import annotations
@@ -54,9 +58,9 @@ from contextlib import contextmanager, suppress
 from datetime import datetime, timezone
 from typing import Any
 
-from ...core.exceptions import JournalError
+from ...core.exceptions import ConfigurationError, JournalError
 from .base import Journal
-from .lease import Claim, holder_host, process_gone
+from .lease import Claim, holder_host, process_gone, process_started
 
 __all__ = ["SCHEMA_VERSION", "SqliteJournal"]
 
@@ -92,7 +96,8 @@ CREATE TABLE IF NOT EXISTS leases (
     holder TEXT NOT NULL,
     machine TEXT,
     pid INTEGER,
-    expires REAL NOT NULL
+    expires REAL NOT NULL,
+    started INTEGER
 );
 """
 
@@ -100,7 +105,7 @@ _COLUMNS = {
     "runs": {"run_id", "digest", "termination", "state"},  # tools: added to 0.1's
     "model_calls": {"run_id", "step", "response"},
     "tool_results": {"run_id", "step", "position", "result"},
-    "leases": {"run_id", "holder", "machine", "pid", "expires"},
+    "leases": {"run_id", "holder", "machine", "pid", "expires"},  # started: added to 1's
 }
 
 # SQLite's primary result codes (``sqlite3`` errors carry them from Python 3.11 on), and
@@ -115,6 +120,7 @@ _WORDS = (
     ("is full", "full"),
     ("locked", "busy"),
     ("disk i/o", "io"),
+    ("closed database", "closed"),
     ("no such table", "schema"),
     ("no such column", "schema"),
     ("has no column", "schema"),
@@ -136,6 +142,8 @@ _MESSAGES = {
     "s: {cause}",
     "schema": "{file} does not hold the tables of windowguard's journal schema version "
     "{version}: {cause}. Was it changed by another program?",
+    "closed": "{file} was closed (journal.close(), or the end of its with block): "
+    "{cause}. Open a new SqliteJournal on the file",
     "other": "{file}: {cause}",
 }
 
@@ -250,11 +258,15 @@ class SqliteJournal(Journal):
     ) -> None:
         super().__init__(lease_seconds=lease_seconds, wait=wait)
         self.path = os.fspath(path)
+        if not isinstance(self.path, str) or "\0" in self.path:
+            raise ConfigurationError(f"a journal's path is a str without NUL, got {path!r}")
         self.where = self.path
         memory = self.path in ("", ":memory:")
         self._file = "the in-memory journal" if memory else f"the journal file {self.path}"
         self._timeout = timeout
         self._clock = clock
+        self._started = (os.getpid(), process_started(os.getpid()))  # again after a fork
+        self._started_column = "started"  # "NULL" in a read-only file laid out without it
         self._lock = threading.RLock()
         if not memory:
             make_private(self.path)
@@ -328,6 +340,13 @@ class SqliteJournal(Journal):
                     db.execute(statement)
             if "tools" not in found.get("runs", {"tools"}):  # a journal of windowguard 0.1
                 db.execute("ALTER TABLE runs ADD COLUMN tools TEXT")
+            if "started" not in found.get("leases", {"started"}):  # before starts were kept
+                try:
+                    db.execute("ALTER TABLE leases ADD COLUMN started INTEGER")
+                except sqlite3.Error as exc:
+                    if _kind(exc) != "readonly":
+                        raise
+                    self._started_column = "NULL"  # read-only: no lease is written to it
             if version != SCHEMA_VERSION:
                 try:
                     db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -395,6 +414,13 @@ class SqliteJournal(Journal):
             except sqlite3.Error as exc:
                 raise self._error(exc, doing) from exc
 
+    def _start(self) -> int | None:
+        """When this process started (:func:`process_started`), written beside its pid."""
+        pid = os.getpid()
+        if self._started[0] != pid:  # a child forked with this journal
+            self._started = (pid, process_started(pid))
+        return self._started[1]
+
     def _local(self, claim: Claim) -> bool:
         if self._machine is not None or claim.machine is not None:
             return super()._local(claim)
@@ -405,7 +431,9 @@ class SqliteJournal(Journal):
         """The run's lease row, judged as the module says: a lease of this process by
         its monotonic clock, a holder running on this machine as ``running``."""
         row = db.execute(
-            "SELECT holder, machine, pid, expires FROM leases WHERE run_id = ?", (run_id,)
+            f"SELECT holder, machine, pid, expires, {self._started_column} FROM leases "
+            "WHERE run_id = ?",
+            (run_id,),
         ).fetchone()
         if row is None:
             return None
@@ -423,6 +451,7 @@ class SqliteJournal(Journal):
             pid=row[2] if isinstance(row[2], int) and row[2] > 0 else None,
             expires_at=expires_at,
             seconds_left=expires - self._clock(),
+            started=row[4] if isinstance(row[4], int) else None,
         )
         if claim.pid is None or not self._local(claim):
             return claim
@@ -430,7 +459,7 @@ class SqliteJournal(Journal):
             own = _own_left(claim.holder)  # None: not a lease this process holds
             left = min(claim.seconds_left, 0.0) if own is None else own
             return dataclasses.replace(claim, seconds_left=left)
-        return dataclasses.replace(claim, running=not process_gone(claim.pid))
+        return dataclasses.replace(claim, running=not process_gone(claim.pid, claim.started))
 
     def _fence(self, db: sqlite3.Connection, run_id: str, holder: str | None) -> None:
         """Inside a write: renew ``holder``'s lease, or refuse while another holds it."""
@@ -539,9 +568,9 @@ class SqliteJournal(Journal):
                 return None, claim
             expires = self._clock() + self.lease_seconds
             db.execute(
-                "INSERT OR REPLACE INTO leases (run_id, holder, machine, pid, expires) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (run_id, holder, self._machine, os.getpid(), expires),
+                "INSERT OR REPLACE INTO leases (run_id, holder, machine, pid, expires, started) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (run_id, holder, self._machine, os.getpid(), expires, self._start()),
             )
             if claim is not None and claim.holder != holder:
                 _own_ended(claim.holder)
