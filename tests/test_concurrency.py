@@ -173,7 +173,13 @@ async def _async_send(
     try:
         if stream:
             chunks = await client.chat.completions.create(
-                model=MODEL, messages=messages, max_tokens=MAX_TOKENS, stream=True
+                model=MODEL,
+                messages=messages,
+                max_tokens=MAX_TOKENS,
+                stream=True,
+                # the reference reads the usage, so ask for it (unasked, the guard
+                # withholds the usage chunk it asked for itself)
+                stream_options={"include_usage": True},
             )
             await asyncio.sleep(delay)  # streams are read in another order than fitted
             usage = [chunk.usage async for chunk in chunks if chunk.usage is not None]

@@ -282,8 +282,9 @@ class SseUsage:
     again, compact), so the client reads what it would read without the proxy. The
     first usage seen goes to ``on_usage``.
 
-    An event still unfinished past ``max_event_bytes`` is passed on as it arrives,
-    unparsed, until it ends: the reader never holds more than that (plus one read).
+    An event longer than ``max_event_bytes`` is passed on unparsed, byte for byte, in
+    one piece or as it arrives (so the bytes passed on never depend on how the stream
+    was cut into reads): the reader never holds more than that (plus one read).
 
     Args:
         on_usage: called once, with the first usage found.
@@ -325,6 +326,8 @@ class SseUsage:
             if self._skipping:
                 self._skipping = False  # the oversized event's end: parse again after it
                 out.append(event)
+            elif len(event) > self._limit:
+                out.append(event)  # oversized, however it arrived: passed on as it came
             else:
                 out.append(self._passed(event))
         if self._skipping or len(self._buffer) > self._limit:
@@ -337,7 +340,7 @@ class SseUsage:
     def close(self) -> bytes:
         """The stream ended: whatever is left (an unterminated last event)."""
         rest, self._buffer = self._buffer, b""
-        if self._skipping:
+        if self._skipping or len(rest) > self._limit:
             return rest
         return self._passed(rest) if rest else b""
 
