@@ -15,7 +15,11 @@ from typing import Any
 
 from ..core.prune import POLICIES
 from ..core.shrink import DEFAULT_SAFETY_BUFFER
-from ..run._conversations import DEFAULT_MAX_CONVERSATIONS, DEFAULT_TTL_SECONDS
+from ..run._conversations import (
+    DEFAULT_MAX_CONVERSATIONS,
+    DEFAULT_MAX_STATE_MB,
+    DEFAULT_TTL_SECONDS,
+)
 from ._common import CliError, add_edit_options, non_negative_int, positive_int
 
 __all__ = ["register", "run"]
@@ -26,7 +30,8 @@ context window. POST /v1/chat/completions, /v1/responses and /v1/messages are fi
 (oldest whole turns left out, head and newest turn kept, max_tokens fitted, tools
 counted) and forwarded; streams pass through as they arrive. A request that cannot fit
 gets a 400 with code "context_truncated" and never reaches the upstream. Every other
-path passes through untouched. GET /metrics (Prometheus) and GET /healthz are served.
+path passes through untouched. GET /metrics (Prometheus) and GET /healthz are served,
+and a live page of the conversations it guards at GET / (in a browser) and /windowguard/.
 
 With --clamp-tool-results and --clear-tool-results, oversized tool results are cut to
 their start and end and old ones replaced by placeholders before any whole turn is
@@ -49,6 +54,16 @@ def _positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
     if not value > 0:
         raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
+
+
+def _positive_mib(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of MiB, got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of MiB, got {text!r}")
     return value
 
 
@@ -102,6 +117,15 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         default=DEFAULT_MAX_CONVERSATIONS,
         metavar="N",
         help="conversations remembered per model, least recently used forgotten (default 1024)",
+    )
+    parser.add_argument(
+        "--max-state-mb",
+        type=_positive_mib,
+        default=DEFAULT_MAX_STATE_MB,
+        metavar="MIB",
+        help="the most the remembered conversations of every model may hold together "
+        "(estimated: each keeps its last transcript), least recently used forgotten beyond "
+        f"it (default {DEFAULT_MAX_STATE_MB}, for a host with 1 GiB or more)",
     )
     parser.add_argument(
         "--max-models",
@@ -184,6 +208,16 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="time allowed for each startup discovery (default 5)",
     )
+    parser.add_argument(
+        "--page",
+        choices=("root", "path", "off"),
+        default="root",
+        help="the live page: root (default: GET / in a browser, and /windowguard/), path "
+        "(/windowguard/ only, so / reaches an upstream's own page, as llama.cpp's) or off",
+    )
+    parser.add_argument(
+        "--no-page", dest="page", action="store_const", const="off", help="--page off"
+    )
     add_edit_options(parser, spill=True)
     parser.set_defaults(handler=run)
 
@@ -219,6 +253,7 @@ def run(args: argparse.Namespace) -> int:
         events=args.events,
         otel=args.otel,
         max_conversations=args.max_conversations,
+        max_state_mb=args.max_state_mb,
         max_models=args.max_models,
         ttl_seconds=args.ttl_seconds,
         safety=args.safety,
@@ -236,5 +271,6 @@ def run(args: argparse.Namespace) -> int:
         clear_at_least=args.clear_at_least,
         clear_trigger=args.clear_trigger,
         no_edits=args.no_edits,
+        page=args.page,
     )
     return serve(config)

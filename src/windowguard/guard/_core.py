@@ -56,6 +56,7 @@ from ..run._conversations import (
     ManagerOptions,
     head_key,
 )
+from ..run._retained import StateBudget
 from ..run.providers._common import CounterSource, ModelInfoSource, is_default_host
 from ..run.retry import REACTIVE_SAFETY_TOKENS
 from ..run.sinks import Sink, as_sinks, emit, in_conversation
@@ -146,6 +147,8 @@ class Guard:
             list); None from it, or no function: discover as usual.
         edits: the edit stages of every conversation's manager (``()``: drop only).
         caller: what errors name the options as given to (``"guard()"``).
+        state_budget: a byte budget over the conversations of every model (and of other
+            guards sharing it: the proxy's ``--max-state-mb``); None: bounded by count.
     """
 
     def __init__(
@@ -166,6 +169,7 @@ class Guard:
         known_limits: KnownLimits | None = None,
         edits: Sequence[EditStage] | None = None,
         caller: str = "guard()",
+        state_budget: StateBudget | None = None,
     ) -> None:
         self.options = ManagerOptions(
             caller=caller,
@@ -185,8 +189,9 @@ class Guard:
         self.discover = discover
         self.discovery_timeout = discovery_timeout
         self.known_limits = known_limits
+        self.state_budget = state_budget
         self._models: ConversationStores[_ModelKey, _Model] = ConversationStores(
-            self._new_model, max_keys=max_models
+            self._new_model, max_keys=max_models, on_evict=_forget_model
         )
 
     # -- reading a call -----------------------------------------------------------------
@@ -246,7 +251,9 @@ class Guard:
         limits = self._known(key.model)
         if limits is None:
             limits = self._new_limits(key)
-        store = self.options.store(lambda: self._new_manager(key.model, limits))
+        store = self.options.store(
+            lambda: self._new_manager(key.model, limits), budget=self.state_budget
+        )
         return _Model(limits, store)
 
     def _known(self, model: str) -> _Limits | None:
@@ -439,6 +446,11 @@ class Send:
     def failed(self, error: BaseException) -> None:
         """The send raised: learn from an overflow refusal; no usage came back."""
         self.conversation.failed(error, send=self._number)
+
+
+def _forget_model(model: _Model) -> None:
+    """A model's state was evicted: its conversations leave the byte budget too."""
+    model.store.clear()
 
 
 def _endpoint(client: Any, model: str) -> tuple[str, str, str | None]:

@@ -74,7 +74,7 @@ from typing import Any
 from ..accounting import CounterArg, choose_sources
 from ..accounting.catalog import ModelInfo, OverridesArg, resolve_model_info
 from ..accounting.estimate import Estimator
-from ..accounting.ledger import Factors
+from ..accounting.ledger import Entry, Factors
 from ..accounting.local import TemplateAccounting
 from ..accounting.remote import RemoteCounter
 from ..accounting.usage import (
@@ -471,7 +471,20 @@ class ContextWindowManager:
             format=format,
             safety=safety,
         )
+        # The copy of the caller's list made to compare it is the sent list when every
+        # message was kept; else it would hold this send's objects until the next fit.
+        ctx.run.snapshot = None
         return fit
+
+    def retained(self) -> tuple[Sequence[Entry], Mapping[int, object]]:
+        """What this run's view of the transcript keeps (its store sizes it): the entries
+        of the messages last fitted, in order (each with the caller's message), and the
+        edited copies sent in place of some of them, by index. Read them, never change
+        them."""
+        run = self._run
+        if run is None:
+            return (), {}
+        return run.ledger.entries, run.edited_at
 
     @property
     def summaries(self) -> dict[str, str]:

@@ -10,7 +10,8 @@ Each ``POST /v1/chat/completions``, ``/v1/responses`` and ``/v1/messages`` is fi
 exactly as :func:`windowguard.guard` fits the SDK call its body stands for (oldest whole
 turns out, head and newest turn kept, the reply budget fitted, the tools counted), then
 forwarded; streams pass through as they arrive. Every other path passes through
-untouched. See ``docs/proxy.md``.
+untouched. A browser pointed at the proxy (``GET /``, or ``/windowguard/``) gets a live
+page of the conversations it guards. See ``docs/proxy.md``.
 
 Invariants:
 

@@ -14,6 +14,10 @@ This module is the thin adapter between that core and a server:
   ``api_key``; :class:`_Endpoint` is that, with the proxy's own key or none, never a
   client's), with the proxy's idle timeout for conversations. The reactive refit after
   an upstream overflow is :meth:`Guard.arefit`, on the event loop.
+- One byte budget (``--max-state-mb``, a
+  :class:`~windowguard.run._retained.StateBudget`) covers the conversations of both
+  guards and every model: the least recently used are forgotten beyond it, and each
+  eviction is counted and logged (:meth:`ProxyGuards.evicted`).
 - The edit stages the flags ask for (``--clamp-tool-results``, ``--clear-tool-results``
   ...) are made once, here, and shared by both guards' conversations.
 - A model the upstream did not list at startup gets the startup model's limits and
@@ -27,7 +31,7 @@ This module is the thin adapter between that core and a server:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import httpx2
 
@@ -36,8 +40,9 @@ from ..accounting.remote import RemoteCounter
 from ..core.events import Event
 from ..guard._apis import ANTHROPIC_MESSAGES, Api
 from ..guard._core import Guard
+from ..run._retained import StateBudget
 from ..run.sinks import Sink
-from .config import ProxyConfig, UpstreamInfo
+from .config import ProxyConfig, UpstreamInfo, state_bytes
 
 __all__ = ["ProxyGuards", "UpstreamRefusal"]
 
@@ -78,10 +83,19 @@ class ProxyGuards:
         config: the proxy's settings.
         upstream: what startup discovery found.
         sinks: where events go.
+        on_evict: told how many conversations the byte budget evicted, each time.
     """
 
-    def __init__(self, config: ProxyConfig, upstream: UpstreamInfo, sinks: Iterable[Sink]) -> None:
+    def __init__(
+        self,
+        config: ProxyConfig,
+        upstream: UpstreamInfo,
+        sinks: Iterable[Sink],
+        *,
+        on_evict: Callable[[int], None] | None = None,
+    ) -> None:
         sinks = tuple(sinks)
+        self.budget = StateBudget(state_bytes(config), on_evict=on_evict)
         self._upstream = upstream
         explicit: ModelInfo | None = upstream.explicit
         # One set of stages (and one spill store) for both guards: stages hold no
@@ -104,6 +118,7 @@ class ProxyGuards:
                 known_limits=self.known,
                 edits=self.edits,
                 caller="windowguard proxy",
+                state_budget=self.budget,
             )
             for vendor in ("openai", "anthropic")
         }

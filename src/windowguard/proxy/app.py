@@ -10,6 +10,9 @@ Routes:
   is fitted, the tools are counted. The answer, streamed or not, goes back as the
   upstream sent it, and its usage is fed back to the conversation.
 - ``GET /metrics`` (Prometheus text) and ``GET /healthz``.
+- The live page (:mod:`._page`, ``--page``): ``GET /windowguard/`` and its
+  ``GET /windowguard/state.json``, and ``GET /`` for a browser (one that accepts
+  ``text/html``); a :class:`~._recorder.ConversationRecorder` among the sinks feeds it.
 - Every other method and path: passed through untouched (method, query, headers less
   hop-by-hop ones, body and answer streamed both ways).
 
@@ -67,7 +70,7 @@ from ..core.exceptions import ContextTruncatedError, WindowGuardError
 from ..core.failures import Failure, FailureKind, classify_failure
 from ..guard._apis import ANTHROPIC_MESSAGES, CHAT, RESPONSES, Api
 from ..guard._core import Send
-from ..run.sinks import Sink
+from ..run.sinks import Sink, in_conversation
 from ._guards import ProxyGuards, UpstreamRefusal
 from ._http import (
     ClientGone,
@@ -81,7 +84,9 @@ from ._http import (
     read_all,
     usage_of_body,
 )
+from ._page import Page
 from ._paths import PathsMiddleware
+from ._recorder import ConversationRecorder
 from ._wire import (
     Redactor,
     SseUsage,
@@ -130,8 +135,11 @@ class _Proxy:
         self.config = config
         self.upstream = upstream
         self.metrics = ProxyMetrics()
-        self.sinks: tuple[Sink, ...] = tuple(sinks)
-        self.guards = ProxyGuards(config, upstream, self.sinks)
+        # What the live page shows (nothing is recorded when it is off).
+        self.recorder = ConversationRecorder() if config.page != "off" else None
+        recording = (self.recorder,) if self.recorder is not None else ()
+        self.sinks: tuple[Sink, ...] = (*sinks, *recording)
+        self.guards = ProxyGuards(config, upstream, self.sinks, on_evict=self._evicted)
         self.client: httpx2.AsyncClient | None = None
         # The proxy's own key, never passed back in what an upstream answers (one
         # Redactor per stream: it holds back a tail that may start the key).
@@ -171,7 +179,22 @@ class _Proxy:
 
     # -- local routes -----------------------------------------------------------------
 
+    def _evicted(self, count: int) -> None:
+        """The byte budget forgot ``count`` conversations (their next sends start over)."""
+        self.metrics.inc("state_evictions_total", "max_state_mb", count)
+        budget = self.guards.budget
+        logger.info(
+            "forgot %d least recently used conversation(s) to keep the state under "
+            "--max-state-mb %g (%d bytes kept now)",
+            count,
+            self.config.max_state_mb,
+            budget.total,
+        )
+
     async def metrics_route(self, request: HttpRequest) -> Response:
+        budget = self.guards.budget
+        self.metrics.set_gauge("state_bytes", budget.total)
+        self.metrics.set_gauge("state_conversations", len(budget))
         return PlainTextResponse(
             self.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8"
         )
@@ -218,9 +241,11 @@ class _Proxy:
             conversation, _ = await guard.aconversation_for(
                 parsed, self.guards.endpoint_for(route.api), None
             )
+            if self.recorder is not None:
+                self.recorder.note(conversation.key, api=route.label, model=parsed.model)
             send = await guard.afit(parsed, conversation, offload=offload)
         except ContextTruncatedError as exc:
-            return self._refuse(route, exc)
+            return self._refuse(route, exc, conversation.key)
         except WindowGuardError as exc:
             return self._bad_request(route, str(exc))
         except Exception as exc:  # a transcript shape nothing anticipated: still a 400
@@ -355,7 +380,7 @@ class _Proxy:
                 try:
                     await self.guards.for_api(route.api).arefit(send, offload=_large(request))
                 except ContextTruncatedError as exc:
-                    return self._refuse(route, exc)
+                    return self._refuse(route, exc, send.conversation.key)
                 self.metrics.inc("refits_total", route.label)
                 return await self._send(
                     request, route, send.kwargs, send, stream=stream, attempt=attempt + 1
@@ -411,7 +436,7 @@ class _Proxy:
         body = error_body(route.anthropic, message, code="invalid_request")
         return JSONResponse(body, status_code=400)
 
-    def _refuse(self, route: _Route, exc: ContextTruncatedError) -> Response:
+    def _refuse(self, route: _Route, exc: ContextTruncatedError, conversation: str) -> Response:
         self.metrics.inc("refusals_total", route.label)
         message = f"windowguard proxy: this request cannot fit the context window: {exc}"
         numbers: dict[str, Any] = {
@@ -419,9 +444,12 @@ class _Proxy:
             "budget": exc.budget,
             "context_window": exc.context_window,
         }
-        self.emit(
-            ProxyRefused(api=route.api.name, code="context_truncated", message=message, **numbers)
-        )
+        with in_conversation(conversation):
+            self.emit(
+                ProxyRefused(
+                    api=route.api.name, code="context_truncated", message=message, **numbers
+                )
+            )
         body = error_body(route.anthropic, message, code="context_truncated", **numbers)
         return JSONResponse(body, status_code=400)
 
@@ -624,6 +652,9 @@ def create_app(
         Route("/healthz", proxy.healthz, methods=["GET"]),
     ]
     routes += [Route(path, proxy.model_route(route), methods=["POST"]) for path, route in _ROUTES]
+    if proxy.recorder is not None:
+        page = Page(proxy.recorder, proxy.metrics, config, upstream)
+        routes += page.routes(proxy.passthrough)
     routes.append(
         Route(
             "/{path:path}",

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Literal
 from urllib.parse import urlsplit
 
 import httpx2
@@ -40,10 +40,15 @@ from ..core.edits.config import EditStage
 from ..core.exceptions import ConfigurationError
 from ..core.prune import POLICIES, PruningPolicy
 from ..core.shrink import DEFAULT_SAFETY_BUFFER
-from ..run._conversations import DEFAULT_MAX_CONVERSATIONS, DEFAULT_TTL_SECONDS
+from ..run._conversations import (
+    DEFAULT_MAX_CONVERSATIONS,
+    DEFAULT_MAX_STATE_MB,
+    DEFAULT_TTL_SECONDS,
+)
 from ..run.spill import SpillStore
 
 __all__ = [
+    "DEFAULT_MAX_STATE_MB",
     "DEFAULT_PORT",
     "ProxyConfig",
     "UpstreamInfo",
@@ -53,6 +58,11 @@ __all__ = [
 
 DEFAULT_PORT: Final = 8788
 DEFAULT_HOST: Final = "127.0.0.1"
+
+PageMode = Literal["root", "path", "off"]
+PAGE_MODES: Final[tuple[PageMode, ...]] = ("root", "path", "off")
+"""Where the live page is served (``--page``): ``root`` (``GET /`` for a browser, and
+``/windowguard/``), ``path`` (``/windowguard/`` only), ``off`` (nowhere)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -70,6 +80,9 @@ class ProxyConfig:
         events: a JSONL file for the events (created ``0600``), or None.
         otel: send the events to OpenTelemetry (the configured global providers).
         max_conversations: conversations remembered per model (LRU).
+        max_state_mb: the most the remembered conversations of every model may hold
+            together, in MiB (estimated: each keeps its last transcript and ~900 bytes a
+            message of accounting); the least recently used are forgotten beyond it.
         max_models: models whose limits and conversations are remembered (LRU; the
             names come from clients).
         ttl_seconds: a conversation idle this long is forgotten (None: never).
@@ -105,6 +118,9 @@ class ProxyConfig:
         clear_trigger: also clear once the request passes this many tokens (an int) or
             this fraction of the input budget (a float; ``--clear-trigger``); None: only
             when turns would be lost.
+        page: where the live page is served (``--page``): ``"root"`` (``GET /`` for a
+            browser, and ``/windowguard/``), ``"path"`` (``/windowguard/`` only; ``/``
+            passes through) or ``"off"`` (nowhere; those paths pass through).
     """
 
     upstream: str
@@ -116,6 +132,7 @@ class ProxyConfig:
     events: str | None = None
     otel: bool = False
     max_conversations: int = DEFAULT_MAX_CONVERSATIONS
+    max_state_mb: float = DEFAULT_MAX_STATE_MB
     max_models: int = 256
     ttl_seconds: float | None = DEFAULT_TTL_SECONDS
     safety: int = DEFAULT_SAFETY_BUFFER
@@ -134,9 +151,12 @@ class ProxyConfig:
     clear_at_least: int | None = None
     clear_trigger: int | float | None = None
     no_edits: bool = False
+    page: PageMode = "root"
 
     def __post_init__(self) -> None:
         upstream_root(self.upstream)
+        if self.page not in PAGE_MODES:
+            raise ConfigurationError(f"--page must be one of {PAGE_MODES}, got {self.page!r}")
         if self.window is not None and (isinstance(self.window, bool) or self.window < 1):
             raise ConfigurationError(f"--window must be a positive int, got {self.window!r}")
         if not 0 <= self.port <= 65535:
@@ -153,6 +173,16 @@ class ProxyConfig:
             raise ConfigurationError(f"strict must be True or False, got {self.strict!r}")
         if self.discover is not None and not isinstance(self.discover, bool):
             raise ConfigurationError(f"discover must be True, False or None, got {self.discover!r}")
+        state = self.max_state_mb
+        if (
+            isinstance(state, bool)
+            or not isinstance(state, (int, float))
+            or not state * 1024 * 1024 >= 1
+            or state == float("inf")
+        ):
+            raise ConfigurationError(
+                f"--max-state-mb must be a positive number of MiB, got {state!r}"
+            )
         if isinstance(self.max_models, bool) or self.max_models < 1:
             raise ConfigurationError(f"max_models must be >= 1, got {self.max_models}")
         if self.max_body_bytes < 1:
@@ -384,6 +414,11 @@ def _listed_models(
         if isinstance(entry, dict) and isinstance(entry.get("id"), str) and entry["id"]
     )
     return models, None
+
+
+def state_bytes(config: ProxyConfig) -> int:
+    """``--max-state-mb`` in bytes."""
+    return max(1, int(config.max_state_mb * 1024 * 1024))
 
 
 def with_port(config: ProxyConfig, port: int) -> ProxyConfig:

@@ -24,6 +24,11 @@ name                            type       what
 ``client_disconnects_total``    counter    fitted requests whose client went away before
                                            the answer's headers: the upstream request
                                            was cancelled
+``state_evictions_total``       counter    remembered conversations forgotten to keep the
+                                           state within ``--max-state-mb``, by ``reason``
+``state_bytes``                 gauge      estimated bytes the remembered conversations
+                                           hold now (every model's)
+``state_conversations``         gauge      conversations remembered now
 ``added_latency_seconds``       histogram  the proxy's own time before the upstream
                                            request goes out (read, fit, count), by ``api``
 ==============================  =========  ==================================================
@@ -79,6 +84,14 @@ _COUNTERS: Final = {
         "Fitted requests whose client went away before the answer; the upstream request "
         "was cancelled.",
     ),
+    "state_evictions_total": (
+        "reason",
+        "Remembered conversations forgotten to keep the state within --max-state-mb.",
+    ),
+}
+_GAUGES: Final = {
+    "state_bytes": "Estimated bytes the remembered conversations hold (every model's).",
+    "state_conversations": "Conversations remembered now.",
 }
 
 
@@ -90,6 +103,7 @@ class ProxyMetrics:
         self._counters: dict[str, dict[str, float]] = {
             name: defaultdict(float) for name in _COUNTERS
         }
+        self._gauges: dict[str, float] = dict.fromkeys(_GAUGES, 0.0)
         self._buckets: dict[str, list[int]] = {}
         self._sums: dict[str, float] = defaultdict(float)
         self._counts: dict[str, int] = defaultdict(int)
@@ -100,6 +114,18 @@ class ProxyMetrics:
             raise KeyError(name)
         with self._lock:
             self._counters[name][label] += amount
+
+    def set_gauge(self, name: str, value: float) -> None:
+        """Set gauge ``name`` (without its prefix) to ``value``."""
+        if name not in _GAUGES:
+            raise KeyError(name)
+        with self._lock:
+            self._gauges[name] = value
+
+    def gauge(self, name: str) -> float:
+        """The current value of gauge ``name``."""
+        with self._lock:
+            return self._gauges[name]
 
     def observe_latency(self, api: str, seconds: float) -> None:
         """Record one request's added latency."""
@@ -118,6 +144,11 @@ class ProxyMetrics:
         with self._lock:
             return self._counters[name].get(label, 0.0)
 
+    def totals(self) -> dict[str, dict[str, float]]:
+        """Every counter's values by label (the live page's copy of ``/metrics``)."""
+        with self._lock:
+            return {name: dict(sorted(values.items())) for name, values in self._counters.items()}
+
     def render(self) -> str:
         """The Prometheus text exposition (format 0.0.4) of every metric."""
         lines: list[str] = []
@@ -128,6 +159,11 @@ class ProxyMetrics:
                 lines.append(f"# TYPE {full} counter")
                 for value_label, value in sorted(self._counters[name].items()):
                     lines.append(f'{full}{{{label}="{_escape(value_label)}"}} {_number(value)}')
+            for name, help_text in _GAUGES.items():
+                full = _PREFIX + name
+                lines.append(f"# HELP {full} {help_text}")
+                lines.append(f"# TYPE {full} gauge")
+                lines.append(f"{full} {_number(self._gauges[name])}")
             full = _PREFIX + "added_latency_seconds"
             lines.append(
                 f"# HELP {full} Time the proxy adds before the upstream request goes out "

@@ -7,10 +7,12 @@ benchmarks and programs that embed the proxy.
 
 Invariants: the socket is bound before the server starts, so ``port=0`` gives a free
 port that :attr:`ProxyServer.port` reports; uvicorn's access log is off (a query string
-may carry a key) and nothing here logs a header; :meth:`ProxyServer.close` stops the
-server, closes its sinks and joins its thread before it returns; a start that fails
-(the port cannot be bound, the events file cannot be opened) leaves no socket or file
-open.
+may carry a key) and nothing here logs a header; while a proxy serves, its log lines
+(and uvicorn's and asyncio's) are rate-limited per kind, repeated tracebacks shortened
+to one line (:mod:`._logs`: a flood of one error is a few lines and a count);
+:meth:`ProxyServer.close` stops the server, closes its sinks and joins its thread
+before it returns; a start that fails (the port cannot be bound, the events file cannot
+be opened) leaves no socket or file open.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from ..core.edits._flags import describe_edits
 from ..core.exceptions import ConfigurationError
 from ..run.sinks import JsonlSink, OpenTelemetrySink, Sink
+from ._logs import install as install_log_limits
+from ._logs import uninstall as uninstall_log_limits
 from .app import create_app
 from .config import ProxyConfig, UpstreamInfo, discover_upstream
 
@@ -167,6 +171,8 @@ def serve(config: ProxyConfig, *, out: IO[str] | None = None) -> int:
         for line in [*upstream.describe(), describe_edits(app.state.proxy.guards.edits)]:
             print(f"windowguard proxy: {line}", file=out)
         root = f"http://{_host(config.host)}:{port}"
+        if config.page != "off":
+            print(f"windowguard proxy: live page: {root}/windowguard/", file=out)
         print(
             f"windowguard proxy: listening on {root} (base URL for OpenAI SDKs: {root}/v1; "
             f"for Anthropic SDKs: {root})",
@@ -174,7 +180,11 @@ def serve(config: ProxyConfig, *, out: IO[str] | None = None) -> int:
             flush=True,
         )
         server = _uvicorn(app, config, "warning")
-        server.run(sockets=[sock])
+        install_log_limits()
+        try:
+            server.run(sockets=[sock])
+        finally:
+            uninstall_log_limits()
     return 0
 
 
@@ -233,6 +243,8 @@ class ProxyServer:
             self._port = sock.getsockname()[1]
             self.app = create_app(self.config, self.upstream, sinks=sinks)
             server = _uvicorn(self.app, self.config, "warning")
+            install_log_limits()
+            opening.callback(uninstall_log_limits)
             stack = opening.pop_all()  # opened: close() closes them from now on
         thread = threading.Thread(
             target=server.run,

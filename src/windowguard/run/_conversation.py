@@ -40,6 +40,11 @@ Invariants:
 - A fit that raises sends nothing: the next fit says ``NO_USAGE``, or, when the
   conversation never fitted successfully, starts the run over (``new_run=True``: the
   conversation's first fit always does; a missing usage never does).
+- A conversation keeps one copy of its transcript: the manager's view. The caller's
+  list is kept beside it (for :meth:`Conversation._shared`'s identity checks) only while
+  the view holds those very objects. With a byte budget
+  (:meth:`Conversation.measure_with`), what the view keeps is estimated after every fit
+  (:mod:`windowguard.run._retained`), successful or not.
 - A provider's overflow refusal (:meth:`Conversation.failed`) gives the manager the
   window it stated, and its prompt count only when exact (never an "at least" count)
   and only while the refused send is the manager's last fit; learnt at once when no
@@ -52,7 +57,7 @@ import itertools
 import operator
 import threading
 import time
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final, cast
 
@@ -67,6 +72,7 @@ from ..pipeline._editing import SummaryQuery, summarize_now
 from ..pipeline._fit_gate import FitGate
 from ..pipeline._fitting import M
 from ..pipeline.manager import ContextWindowManager, Fit, Query
+from ._retained import RetainedSizer
 
 __all__ = ["Conversation", "Fitted"]
 
@@ -148,15 +154,18 @@ class Conversation:
     __slots__ = (
         "_gate",
         "_latest",
+        "_measure",
         "_mutex",
         "_overflowed",
         "_overflows",
         "_previous",
         "_report",
+        "_sizer",
         "_started",
         "key",
         "lock",
         "manager",
+        "retained_bytes",
         "touched",
     )
 
@@ -175,8 +184,31 @@ class Conversation:
         # An overflow was learnt since the last fit: the next fit is the manager's
         # careful one (it distrusts its counts), so no shared-history fit may take that.
         self._overflowed = False
-        # The transcript the manager fitted last (the caller's own list) and its length.
+        # The transcript the manager fitted last (the caller's own list) and its length,
+        # kept only while the manager's view holds the same message objects (else it
+        # would be a second copy of the transcript, useless to the identity checks).
         self._previous: tuple[Sequence[object], int] = ((), 0)
+        # What the manager keeps, estimated after each fit when a store budgets bytes
+        # (see measure_with); told to the store's budget by ``_measure``.
+        self.retained_bytes = 0
+        self._sizer: RetainedSizer | None = None
+        self._measure: Callable[[Conversation], None] | None = None
+
+    def measure_with(self, measure: Callable[[Conversation], None]) -> None:
+        """Estimate :attr:`retained_bytes` after every fit, and call ``measure`` with the
+        conversation then (its store's byte budget)."""
+        self._sizer = RetainedSizer()
+        self._measure = measure
+
+    def _measured(self) -> None:
+        """After a fit, successful or not (the gate is held): size what the manager keeps."""
+        sizer = self._sizer
+        if sizer is None:
+            return
+        entries, edited = self.manager.retained()
+        self.retained_bytes = sizer.update(entries, edited)
+        if self._measure is not None:
+            self._measure(self)
 
     @property
     def started(self) -> bool:
@@ -323,8 +355,22 @@ class Conversation:
                 messages, last_usage=last_usage, new_run=new_run, **options
             )
         finally:
-            self._previous = (messages, len(messages))
+            self._previous = (messages, len(messages)) if self._holds(messages) else ((), 0)
+            # Where the fit ran (a worker thread, for an offloaded one): sizing a rebuilt
+            # view walks every message, which the event loop should not wait for.
+            self._measured()
         return replace(fit, events=carried + fit.events) if carried else fit
+
+    def _holds(self, messages: Sequence[object]) -> bool:
+        """Whether the manager's view holds ``messages``' own objects (first and last):
+        a caller that sends its own objects again, as ``wg.guard``'s do. A proxy parses
+        each request anew, so its messages are copies the view compared by equality:
+        keeping them would keep a second transcript, and an identity check never finds
+        a shared history in copies."""
+        entries, _ = self.manager.retained()
+        if not messages or len(entries) != len(messages):
+            return False
+        return entries[0].origin is messages[0] and entries[-1].origin is messages[-1]
 
     def _shared(self, messages: Sequence[object]) -> int:
         """How much history a branch shares with the previous send, to fit first.

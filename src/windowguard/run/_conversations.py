@@ -21,6 +21,10 @@ Invariants:
   evicted first, and entries idle longer than ``ttl_seconds`` forgotten. Forgetting
   is harmless: the next send starts a new run (``new_run=True``), which only costs
   the ledger's measurements and the calibration, never correctness.
+- Bounded in bytes too, when given a :class:`~windowguard.run._retained.StateBudget`
+  (the proxy's ``--max-state-mb``): each conversation's kept bytes are estimated after
+  every fit and the least recently used conversations of every store sharing the
+  budget are forgotten while the total exceeds it (see :mod:`windowguard.run._retained`).
 - Per-model state is bounded too: a caller that keeps a store (and its model's limits)
   per model name keeps them in a :class:`ConversationStores`, at most ``max_keys``
   entries, least recently used evicted first. Model names can come from a client (the
@@ -62,10 +66,13 @@ from ..core.shrink import DEFAULT_SAFETY_BUFFER
 from ..pipeline.manager import ContextWindowManager
 from ._conversation import Conversation as Conversation
 from ._conversation import Fitted as Fitted
+from ._retained import PER_CONVERSATION_BYTES, StateBudget
 
 DEFAULT_MAX_CONVERSATIONS: Final = 1024
 DEFAULT_TTL_SECONDS: Final = 3600.0
 DEFAULT_MAX_MODELS: Final = 256
+DEFAULT_MAX_STATE_MB: Final = 256
+"""The proxy's ``--max-state-mb``: a quarter of a 1 GiB host (docs/proxy.md says why)."""
 
 _K = TypeVar("_K")
 _V = TypeVar("_V")
@@ -78,6 +85,7 @@ class ConversationStore:
         factory: makes the manager of a new conversation (fresh per-run state).
         max_conversations: entries kept; the least recently used goes first.
         ttl_seconds: an entry idle this long is forgotten (None: never).
+        budget: a byte budget shared with other stores (None: bounded by count only).
     """
 
     def __init__(
@@ -86,6 +94,7 @@ class ConversationStore:
         *,
         max_conversations: int = DEFAULT_MAX_CONVERSATIONS,
         ttl_seconds: float | None = DEFAULT_TTL_SECONDS,
+        budget: StateBudget | None = None,
     ) -> None:
         problem = _bounds_problem(max_conversations, ttl_seconds)
         if problem is not None:
@@ -93,6 +102,7 @@ class ConversationStore:
         self._factory = factory
         self.max_conversations = max_conversations
         self.ttl_seconds = None if ttl_seconds is None else float(ttl_seconds)
+        self.budget = budget
         self._entries: OrderedDict[str, Conversation] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -107,20 +117,52 @@ class ConversationStore:
         if not isinstance(key, str) or not key:
             raise ConfigurationError(f"a conversation key must be a non-empty str, got {key!r}")
         now = time.monotonic()
+        dropped: list[Conversation] = []
         with self._lock:
-            self._expire(now)
+            self._expire(now, dropped)
             entry = self._entries.get(key)
+            new = entry is None
             if entry is None:
                 entry = Conversation(key, self._factory())
                 self._entries[key] = entry
                 while len(self._entries) > self.max_conversations:
-                    self._entries.popitem(last=False)
+                    dropped.append(self._entries.popitem(last=False)[1])
+                if self.budget is not None:
+                    entry.measure_with(self._measured)
             else:
                 self._entries.move_to_end(key)
             entry.touched = now
-            return entry
+        budget = self.budget
+        if budget is not None:  # outside the lock: the budget may evict from this store
+            budget.release(dropped)
+            if new:
+                # A fit another thread began on it meanwhile may have sized it already.
+                size = max(PER_CONVERSATION_BYTES, entry.retained_bytes)
+                budget.put(entry, self, size, new=True)
+            else:
+                budget.touch(entry)
+        return entry
 
-    def _expire(self, now: float) -> None:
+    def _measured(self, conversation: Conversation) -> None:
+        if self.budget is not None:
+            self.budget.put(conversation, self, conversation.retained_bytes)
+
+    def discard(self, conversation: Conversation) -> None:
+        """Forget ``conversation`` (its budget evicted it), if it is still the one kept
+        under its key."""
+        with self._lock:
+            if self._entries.get(conversation.key) is conversation:
+                del self._entries[conversation.key]
+
+    def clear(self) -> None:
+        """Forget every conversation (the store itself is being forgotten)."""
+        with self._lock:
+            dropped = list(self._entries.values())
+            self._entries.clear()
+        if self.budget is not None:
+            self.budget.release(dropped)
+
+    def _expire(self, now: float, dropped: list[Conversation]) -> None:
         ttl = self.ttl_seconds
         if ttl is None:
             return
@@ -128,7 +170,7 @@ class ConversationStore:
             oldest = next(iter(self._entries.values()))
             if now - oldest.touched <= ttl:
                 return
-            self._entries.popitem(last=False)
+            dropped.append(self._entries.popitem(last=False)[1])
 
 
 class ConversationStores(Generic[_K, _V]):
@@ -148,15 +190,23 @@ class ConversationStores(Generic[_K, _V]):
         factory: makes the entry of a new key.
         max_keys: entries kept; the least recently used goes first (its conversations
             are forgotten: their next sends start new runs).
+        on_evict: told each entry evicted (to release what it accounted in a budget).
 
     Raises:
         ConfigurationError: ``max_keys`` is not a positive int.
     """
 
-    def __init__(self, factory: Callable[[_K], _V], *, max_keys: int = DEFAULT_MAX_MODELS) -> None:
+    def __init__(
+        self,
+        factory: Callable[[_K], _V],
+        *,
+        max_keys: int = DEFAULT_MAX_MODELS,
+        on_evict: Callable[[_V], None] | None = None,
+    ) -> None:
         if not isinstance(max_keys, int) or isinstance(max_keys, bool) or max_keys < 1:
             raise ConfigurationError(f"max_keys must be a positive int, got {max_keys!r}")
         self._factory = factory
+        self._on_evict = on_evict
         self.max_keys = max_keys
         self._entries: OrderedDict[_K, _V] = OrderedDict()
         self._lock = threading.Lock()
@@ -174,7 +224,9 @@ class ConversationStores(Generic[_K, _V]):
             if entry is None:
                 entry = self._entries[key] = self._factory(key)
                 while len(self._entries) > self.max_keys:
-                    self._entries.popitem(last=False)
+                    evicted = self._entries.popitem(last=False)[1]
+                    if self._on_evict is not None:
+                        self._on_evict(evicted)
             else:
                 self._entries.move_to_end(key)
             return entry
@@ -326,10 +378,16 @@ class ManagerOptions:
             keywords["edits"] = edits
         return ContextWindowManager(model or None, **keywords)
 
-    def store(self, factory: Callable[[], ContextWindowManager]) -> ConversationStore:
-        """A conversation store with these bounds, making managers with ``factory``."""
+    def store(
+        self, factory: Callable[[], ContextWindowManager], budget: StateBudget | None = None
+    ) -> ConversationStore:
+        """A conversation store with these bounds, making managers with ``factory``
+        (and sharing ``budget``'s bytes with other stores, when given)."""
         return ConversationStore(
-            factory, max_conversations=self.max_conversations, ttl_seconds=self.ttl_seconds
+            factory,
+            max_conversations=self.max_conversations,
+            ttl_seconds=self.ttl_seconds,
+            budget=budget,
         )
 
 

@@ -91,6 +91,12 @@ def in_conversation(key: str) -> Iterator[None]:
         _conversation.reset(token)
 
 
+def current_conversation() -> str | None:
+    """The key of the conversation an event being emitted now belongs to (inside
+    :func:`in_conversation`), or None: how a sink tells a surface's conversations apart."""
+    return _conversation.get()
+
+
 def as_sinks(sinks: Sink | Iterable[Sink] | None) -> tuple[Sink, ...]:
     """Check sinks once, where a loop is configured, rather than failing on every event.
 
