@@ -32,7 +32,7 @@ from __future__ import annotations
 import functools
 import unicodedata
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -350,6 +350,51 @@ ESCAPED: Final = 1  # a template may show the text as a JSON string (tool result
 ARGUMENTS: Final = 2  # ... or re-serialise it as JSON, perhaps with ensure_ascii=True
 
 
+def _finish(
+    text: str,
+    size: int,
+    best: int,
+    escapes: int,
+    grown: tuple[int, int] | None,
+    controls: Callable[[], int],
+    ceiling: bool,
+    shown: int,
+) -> tuple[int, int]:
+    """:func:`scan`'s answer from its counts: ``grown`` is (digit -> letter pairs, runs
+    of 17 digits) when the text may be re-printed JSON, else None."""
+    # The bound: bytes as a byte-level BPE sees them (Qwen normalises to NFC first, which
+    # can lengthen a text: U+0958 -> U+0915 U+093C), plus what escaping may add.
+    bound = size
+    if not text.isascii():
+        try:
+            if not unicodedata.is_normalized("NFC", text):
+                bound = max(size, len(unicodedata.normalize("NFC", text).encode("utf-8")))
+        except UnicodeEncodeError:  # a lone surrogate: every tokenizer replaces it
+            pass
+    if shown:
+        bound += 2 + escapes  # the quotes of a JSON string, and what escaping adds
+        if grown is not None:
+            # It may be JSON, which json.dumps(json.loads(text)) re-prints: an exponent
+            # (a digit -> letter pair) or 17+ digits grow.
+            letters, long_digits = grown
+            bound += _EXPONENT_GROWTH * letters + _LONG_NUMBER_GROWTH * long_digits
+        if shown == ARGUMENTS:
+            # ensure_ascii=True: a 2-byte character becomes 6 bytes, 3 -> 6, 4 -> 12: at
+            # most 4 more per byte beyond the first of each character.
+            bound += 4 * (size - len(text))
+    # The generalisation margin (x 17/16, + 1), then ceil to whole tokens; a byte-level
+    # BPE emits at most one token per byte of what the template shows: the text, where a
+    # control character may be JSON-escaped into six bytes (\u00XX), or for dense text
+    # the bound (a two-byte tool result is shown as "\"ok\"": three tokens).
+    tokens = -(-best * MARGIN_NUM // (MARGIN_DEN * SCALE)) + _MARGIN_ADD
+    if ceiling and tokens > size:
+        if shown:
+            tokens = min(tokens, bound)
+        else:
+            tokens = min(tokens, size + ESCAPE_BYTES * controls())
+    return tokens, bound
+
+
 def scan(
     tables: Sequence[CostTables], text: str, ceiling: bool = True, shown: int = NONE
 ) -> tuple[int, int]:
@@ -375,6 +420,8 @@ def scan(
     """
     if not text:
         return 0, 0
+    if len(text) > SLICE_CHARS:
+        return _scan_sliced(tables, text, ceiling, shown)
     data = text.encode("utf-8", "surrogatepass")
     size = len(data)
     # _pair_codes and bounded_sum, inlined: this runs once per text of a cold fit.
@@ -408,42 +455,65 @@ def scan(
         )
         if units > best:
             best = units
-    # The bound: bytes as a byte-level BPE sees them (Qwen normalises to NFC first, which
-    # can lengthen a text: U+0958 -> U+0915 U+093C), plus what escaping may add.
-    bound = size
-    if not text.isascii():
-        try:
-            if not unicodedata.is_normalized("NFC", text):
-                bound = max(size, len(unicodedata.normalize("NFC", text).encode("utf-8")))
-        except UnicodeEncodeError:  # a lone surrogate: every tokenizer replaces it
-            pass
-    if shown:
-        bound += (
-            2  # the quotes of a JSON string
-            + escapes
-        )
-        first = data[:1]
-        if first in b" \t\n\r":
-            first = data.lstrip()[:1]
-        # (a call's text is its name, then its arguments: always re-printed)
-        if shown == ARGUMENTS or first in _JSON_START:
-            # It may be JSON, which json.dumps(json.loads(text)) re-prints: an exponent
-            # (a digit -> letter pair, counted in one pass) or 17+ digits grow.
-            bound += _EXPONENT_GROWTH * (
-                size + 1 - len(pairs.translate(None, _DIGIT_LETTERS))
-            ) + _LONG_NUMBER_GROWTH * codes.count(_LONG_DIGITS)
-        if shown == ARGUMENTS:
-            # ensure_ascii=True: a 2-byte character becomes 6 bytes, 3 -> 6, 4 -> 12: at
-            # most 4 more per byte beyond the first of each character.
-            bound += 4 * (size - len(text))
-    # The generalisation margin (x 17/16, + 1), then ceil to whole tokens; a byte-level
-    # BPE emits at most one token per byte of what the template shows: the text, where a
-    # control character may be JSON-escaped into six bytes (\u00XX), or for dense text
-    # the bound (a two-byte tool result is shown as "\"ok\"": three tokens).
-    tokens = -(-best * MARGIN_NUM // (MARGIN_DEN * SCALE)) + _MARGIN_ADD
-    if ceiling and tokens > size:
-        if shown:
-            tokens = min(tokens, bound)
-        else:
-            tokens = min(tokens, size + ESCAPE_BYTES * codes.count(_CONTROL))
-    return tokens, bound
+    first = data[:1]
+    if shown and first in b" \t\n\r":
+        first = data.lstrip()[:1]
+    grown: tuple[int, int] | None = None
+    if shown == ARGUMENTS or (shown and first in _JSON_START):
+        grown = (size + 1 - len(pairs.translate(None, _DIGIT_LETTERS)), codes.count(_LONG_DIGITS))
+    return _finish(text, size, best, escapes, grown, lambda: codes.count(_CONTROL), ceiling, shown)
+
+
+# A text longer than this many characters is scanned in slices of it: each C call
+# (encode, translate, the pair multiply) then holds the GIL for about a millisecond, so a
+# 30 MB tool result estimated on a worker thread does not stall the proxy's event loop.
+SLICE_CHARS: Final = 256 * 1024
+
+
+def _scan_sliced(
+    tables: Sequence[CostTables], text: str, ceiling: bool, shown: int
+) -> tuple[int, int]:
+    """:func:`scan` of a long text, slice by slice; never below the unsliced answer.
+
+    Each slice's pairs start from the previous slice's last byte, so every pair the
+    whole text has is priced; what slicing adds is non-negative (each slice's closing
+    pair, and one run of each kind per boundary, which a boundary may split in two
+    shorter runs that no longer count), and the bound's counts only grow the same way.
+    """
+    units = [0] * len(tables)
+    size = escapes = lower_runs = space_runs = letters = long_digits = controls = 0
+    previous = b""
+    first = b""
+    dense = shown or tables[0].escape
+    for start in range(0, len(text), SLICE_CHARS):
+        data = text[start : start + SLICE_CHARS].encode("utf-8", "surrogatepass")
+        size += len(data)
+        if not first:
+            first = data.lstrip()[:1] if shown else data[:1]
+        codes = data.translate(_CLASS_CODES)
+        joined = previous + codes
+        pairs = (int.from_bytes(joined, "little") * 4097).to_bytes(len(joined) + 1, "little")
+        previous = codes[-1:]
+        if dense:
+            escapes += sum(data.translate(_ESCAPE_EXTRA))
+        lower_runs += codes.count(_LOWER_RUN) + 1
+        space_runs += pairs.translate(_RUN_MARKS).count(_SPACE_RUN) + 1
+        letters += len(pairs) - len(pairs.translate(None, _DIGIT_LETTERS))
+        long_digits += codes.count(_LONG_DIGITS) + 1
+        controls += codes.count(_CONTROL)
+        for at, cost in enumerate(tables):
+            part = bounded_sum(pairs.translate(cost.low), cost.chunk)
+            if cost.high is not None:
+                part += bounded_sum(pairs.translate(cost.high), cost.chunk) << cost.shift
+            units[at] += part
+    best = max(
+        (part << cost.granule)
+        + cost.lower_run * lower_runs
+        + cost.space_run * space_runs
+        + cost.escape * escapes
+        for part, cost in zip(units, tables, strict=True)
+    )
+    grown: tuple[int, int] | None = None
+    if shown == ARGUMENTS or (shown and first in _JSON_START):
+        grown = (letters, long_digits)
+    return _finish(text, size, best, escapes, grown, lambda: controls, ceiling, shown)
