@@ -22,6 +22,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from windowguard.proxy import ProxyConfig, ProxyServer
+from windowguard.proxy._http import ANSWER_LIMIT
 from windowguard.proxy._wire import REDACTED, Redactor
 
 from .upstreams import QuietHandler, serve
@@ -171,3 +172,36 @@ def test_a_redactor_takes_every_key_out_however_the_stream_splits_it(
             assert form.encode() not in out.replace(REDACTED, b"\x00")
     if not any(a != b and a in b for a in forms for b in forms):
         assert streamed == whole  # (a form inside another may be cut either way)
+
+
+class _Bomb(QuietHandler):
+    """Answers every call with 96 MiB of zeros, gzip-encoded (about 100 KB on the wire)."""
+
+    def do_GET(self) -> None:
+        data = {"object": "list", "data": [{"id": MODEL, "max_model_len": 8192}]}
+        self.answer(200, json.dumps(data).encode(), {"content-type": "application/json"})
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        bomb = gzip.compress(b"0" * (96 * 1024 * 1024), compresslevel=9)
+        headers = {"content-type": "application/json", "content-encoding": "gzip"}
+        status = 500 if "fail" in self.path else 200
+        self.answer(status, bomb, headers)
+
+
+def test_an_answer_that_decodes_past_the_bound_is_a_502_not_held_whole() -> None:
+    with serve(_Bomb) as root:
+        config = ProxyConfig(upstream=root, port=0, window=8192, model=MODEL)
+        with (
+            ProxyServer(config) as proxy,
+            openai.OpenAI(base_url=proxy.base_url, api_key="k", max_retries=0) as client,
+        ):
+            with pytest.raises(openai.InternalServerError) as caught:
+                client.chat.completions.create(
+                    model=MODEL, messages=[{"role": "user", "content": "hi"}]
+                )
+            answer = caught.value.response
+            assert answer.status_code == 502
+            error = answer.json()["error"]
+            assert error["code"] == "upstream_answer_too_large"
+            assert f"more than {ANSWER_LIMIT} bytes" in error["message"]

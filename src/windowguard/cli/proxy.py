@@ -218,6 +218,13 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-page", dest="page", action="store_const", const="off", help="--page off"
     )
+    parser.add_argument(
+        "--no-preload-tokenizers",
+        dest="preload_tokenizers",
+        action="store_false",
+        help="load exact tokenizers on first use, not at startup (startup is faster; the "
+        "first fits that need one then stall every client while it loads)",
+    )
     add_edit_options(parser, spill=True)
     parser.set_defaults(handler=run)
 
@@ -272,5 +279,6 @@ def run(args: argparse.Namespace) -> int:
         clear_trigger=args.clear_trigger,
         no_edits=args.no_edits,
         page=args.page,
+        preload_tokenizers=args.preload_tokenizers,
     )
     return serve(config)

@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterable
 import httpx2
 
 from ..accounting.catalog import ModelInfo
+from ..accounting.local import LOCAL_FAMILIES, LocalTokenizerError, local_accounting
 from ..accounting.remote import RemoteCounter
 from ..core.events import Event
 from ..guard._apis import ANTHROPIC_MESSAGES, Api
@@ -132,6 +133,33 @@ class ProxyGuards:
         if upstream.model_info is None or model == upstream.model or model in upstream.listed:
             return None
         return upstream.model_info, upstream.counter
+
+    def tokenizers_to_preload(self) -> tuple[str, ...]:
+        """The exact tokenizer families to load before serving: the startup model's
+        family when the catalog names one, else the first installed family tokenizer
+        inference tries (it stops at the first that counts as the upstream did; loading
+        every family would cost some 300 MB for the ones that do not)."""
+        info = self._upstream.explicit or self._upstream.model_info
+        family = info.tokenizer if info is not None else None
+        if family is not None:
+            return (family,) if local_accounting(family) is not None else ()
+        return tuple(f for f in LOCAL_FAMILIES if local_accounting(f) is not None)[:1]
+
+    def preload_tokenizers(self) -> dict[str, str]:
+        """Load :meth:`tokenizers_to_preload` (blocking: run it on a worker thread before
+        serving). Returns what each family came from, or why it could not be loaded."""
+        loaded: dict[str, str] = {}
+        for family in self.tokenizers_to_preload():
+            accounting = local_accounting(family)
+            if accounting is None:
+                continue
+            try:
+                accounting.counter.count("warm")
+            except LocalTokenizerError as exc:
+                loaded[family] = f"not loaded: {exc}"
+                continue
+            loaded[family] = accounting.origin
+        return loaded
 
     def for_api(self, api: Api) -> Guard:
         """The guard that fits calls of ``api``."""

@@ -52,6 +52,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Iterable
@@ -73,9 +74,11 @@ from ..guard._core import Send
 from ..run.sinks import Sink, in_conversation
 from ._guards import ProxyGuards, UpstreamRefusal
 from ._http import (
+    AnswerTooLarge,
     ClientGone,
     Ending,
     PassedResponse,
+    QuickSwitches,
     disconnected,
     encode_body,
     forwarded_path,
@@ -144,6 +147,8 @@ class _Proxy:
         # The proxy's own key, never passed back in what an upstream answers (one
         # Redactor per stream: it holds back a tail that may start the key).
         self.redactor = Redactor([config.api_key])
+        # Quick GIL hand-overs while a large body is worked on a thread (QuickSwitches).
+        self.switches = QuickSwitches()
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -156,6 +161,15 @@ class _Proxy:
             pool=self.config.upstream_timeout,
         )
         limits = httpx2.Limits(max_connections=None, max_keepalive_connections=256)
+        if self.config.preload_tokenizers:
+            began = time.perf_counter()
+            loaded = await asyncio.to_thread(self.guards.preload_tokenizers)
+            if loaded:
+                logger.info(
+                    "exact tokenizers loaded in %.1f s: %s",
+                    time.perf_counter() - began,
+                    "; ".join(f"{family} ({origin})" for family, origin in loaded.items()),
+                )
         async with httpx2.AsyncClient(timeout=timeout, limits=limits) as client:
             self.client = client
             try:
@@ -243,7 +257,8 @@ class _Proxy:
             )
             if self.recorder is not None:
                 self.recorder.note(conversation.key, api=route.label, model=parsed.model)
-            send = await guard.afit(parsed, conversation, offload=offload)
+            with self.switches.held() if offload else contextlib.nullcontext():
+                send = await guard.afit(parsed, conversation, offload=offload)
         except ContextTruncatedError as exc:
             return self._refuse(route, exc, conversation.key)
         except WindowGuardError as exc:
@@ -308,7 +323,8 @@ class _Proxy:
         raw = b"".join(chunks)
         request.scope[_BODY_BYTES] = size
         if _large(request):
-            parsed = await asyncio.to_thread(parse_body, raw)
+            with self.switches.held():
+                parsed = await asyncio.to_thread(parse_body, raw)
         else:
             parsed = parse_body(raw)
         if isinstance(parsed, str):
@@ -348,7 +364,8 @@ class _Proxy:
         ]
         headers.append(("content-type", "application/json"))
         if _large(request):
-            content = await asyncio.to_thread(encode_body, payload)
+            with self.switches.held():
+                content = await asyncio.to_thread(encode_body, payload)
         else:
             content = encode_body(payload)
         client = self._client()
@@ -377,8 +394,10 @@ class _Proxy:
             if send is not None:
                 send.failed(UpstreamRefusal(answer, raw))
             if retry and send is not None:
+                large = _large(request)
                 try:
-                    await self.guards.for_api(route.api).arefit(send, offload=_large(request))
+                    with self.switches.held() if large else contextlib.nullcontext():
+                        await self.guards.for_api(route.api).arefit(send, offload=large)
                 except ContextTruncatedError as exc:
                     return self._refuse(route, exc, send.conversation.key)
                 self.metrics.inc("refits_total", route.label)
@@ -459,16 +478,17 @@ class _Proxy:
         if send is not None:
             send.failed(exc)
         self._upstream_error_event(route, send, failure, "returned")
-        logger.warning("upstream %s unreachable: %s", self.upstream.root, type(exc).__name__)
         message = (
             f"windowguard proxy: the upstream {self.upstream.root} could not be reached "
             f"({type(exc).__name__})"
         )
+        code = "upstream_unreachable"
+        if isinstance(exc, AnswerTooLarge):
+            message, code = f"windowguard proxy: {exc}", "upstream_answer_too_large"
+        logger.warning("%s", message.removeprefix("windowguard proxy: "))
         status = 504 if isinstance(exc, httpx2.TimeoutException) else 502
         error_type = "api_error" if route.anthropic else "upstream_error"
-        body = error_body(
-            route.anthropic, message, code="upstream_unreachable", error_type=error_type
-        )
+        body = error_body(route.anthropic, message, code=code, error_type=error_type)
         return JSONResponse(body, status_code=status)
 
     def _upstream_error_event(

@@ -121,6 +121,11 @@ class ProxyConfig:
         page: where the live page is served (``--page``): ``"root"`` (``GET /`` for a
             browser, and ``/windowguard/``), ``"path"`` (``/windowguard/`` only; ``/``
             passes through) or ``"off"`` (nowhere; those paths pass through).
+        preload_tokenizers: load at startup, before serving, the exact tokenizers fits
+            will use (``--no-preload-tokenizers``: on first use): the startup model's
+            family, or when its family is unknown the first installed family tokenizer
+            inference tries. Loading one holds the interpreter for 0.3-1.5 s,
+            which on first use stalls every client for as long.
     """
 
     upstream: str
@@ -152,6 +157,7 @@ class ProxyConfig:
     clear_trigger: int | float | None = None
     no_edits: bool = False
     page: PageMode = "root"
+    preload_tokenizers: bool = True
 
     def __post_init__(self) -> None:
         upstream_root(self.upstream)
