@@ -1,19 +1,21 @@
 """Benchmark (issue 20, item 1): does one large request stall the proxy's other clients?
 
-The proxy and its upstream (the emulator, vLLM flavour, 32k window) run in a process of
-their own; this process runs ``--clients`` small clients (one-line chat requests, in a
-loop) and, after a second of that, one large request: a tool result of ``--mb`` MiB
-(one long line of prose and numbers, the shape that costs the most to estimate). The
-table gives the large request's status and time, and the small clients' latency while
-it was in flight: how much the large request's parsing, shaping, estimating, counting
-and clamping held the proxy's event loop.
+The emulator (vLLM flavour, 32k window) and the proxy each run in a process of their
+own; this process runs ``--clients`` small clients on one asyncio loop, each an agent
+with a conversation of its own sending a one-line request every ``--interval`` seconds
+(their phases spread), and after three seconds one large request from a thread: a tool
+result of ``--mb`` MiB (one long line of prose and numbers, the shape that costs the
+most to estimate). The table gives the large request's status and time, the small
+requests' latency before it (from the second second on), and that of every small
+request in flight at some moment of it: how much its parsing, shaping, estimating,
+counting and clamping held up the proxy's event loop.
 
 Two rows: ``inline`` (every fit on the event loop, the proxy before issue 20) and
-``offload`` (bodies of ``OFFLOAD_BYTES`` or more parsed, fitted and re-encoded on a
-worker thread). Times are wall clock on this machine, clients and proxy sharing its
-cores.
+``offload`` (as shipped: bodies of ``OFFLOAD_BYTES`` or more parsed, fitted and
+re-encoded on a worker thread, with quick GIL hand-overs meanwhile). Times are wall clock
+on this machine, the clients, the emulator and the proxy sharing its cores.
 
-    bench/run bench_proxy_fairness.py [--mb 30] [--clients 20]
+    bench/run bench_proxy_fairness.py [--mb 30] [--clients 20] [--interval 0.5]
 """
 
 from __future__ import annotations
