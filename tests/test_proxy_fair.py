@@ -1,6 +1,8 @@
 """Fair work per request (issue 20, item 1), the parts that are behaviour, not timing
 (the timings are bench_proxy_fairness.py's):
 
+- a body of 4 MiB or more is parsed in a helper process, with parse_body's very answer,
+  and a helper that dies costs only that body's parse moving to a thread;
 - while a large body is worked on a worker thread the interpreter hands the GIL over
   every 0.5 ms, and the interval it had comes back after (nested and concurrent holds
   counted);
@@ -11,6 +13,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import sys
@@ -26,7 +29,8 @@ from windowguard.cli import build_parser
 from windowguard.emulator import Emulator
 from windowguard.proxy import ProxyConfig, ProxyServer
 from windowguard.proxy._guards import ProxyGuards
-from windowguard.proxy._http import QuickSwitches
+from windowguard.proxy._http import QuickSwitches, parse_body
+from windowguard.proxy._parse import BodyParser
 from windowguard.proxy.config import UpstreamInfo
 
 MODEL = "emulated-model"
@@ -153,3 +157,46 @@ def test_the_preload_flag() -> None:
         ["proxy", "--upstream", "http://127.0.0.1:8000", "--no-preload-tokenizers"]
     )
     assert args.preload_tokenizers is False
+
+
+BODIES = [
+    json.dumps({"model": "m", "messages": [{"role": "user", "content": "x" * 70_000}]}),
+    json.dumps(
+        {"model": "m", "messages": [{"role": "user", "content": "\u00e9\U0001f642" * 30_000}]}
+    ),
+    '{"model": "m", "messages": [{"role": "user", "content": "' + "y" * 70_000 + '\\ud83d"}]}',
+    "[" + "1, " * 30_000 + "2]",
+    '{"model": "m", "broken": ' + "z" * 70_000,
+]
+
+
+def test_a_large_body_is_parsed_in_a_helper_process_with_the_same_answer() -> None:
+
+    parser = BodyParser(QuickSwitches(), process_bytes=65_536)
+    try:
+        for text in BODIES:
+            raw = text.encode()
+            assert len(raw) >= 65_536
+            assert asyncio.run(parser.parse(raw)) == parse_body(raw)
+        assert parser.process_parses == len(BODIES)
+        # The helper dies: that body moves to a thread, the next starts a new helper.
+        pool = parser._helper()
+        for process in list(pool._processes.values()):  # type: ignore[union-attr]
+            process.kill()
+            process.join(30)
+        raw = BODIES[0].encode()
+        assert asyncio.run(parser.parse(raw)) == parse_body(raw)
+        assert asyncio.run(parser.parse(raw)) == parse_body(raw)
+        assert parser.process_parses == len(BODIES) + 1
+    finally:
+        parser.close()
+    assert parser._pool is None
+
+
+def test_a_body_below_the_process_size_never_starts_a_helper() -> None:
+
+    parser = BodyParser(QuickSwitches())
+    raw = BODIES[0].encode()  # 70 KB: a thread's
+    assert asyncio.run(parser.parse(raw)) == parse_body(raw)
+    assert parser.process_parses == 0 and parser._pool is None
+    parser.close()

@@ -80,7 +80,9 @@ def parse_body(raw: bytes) -> dict[str, Any] | str:
         return f"the request body is not valid JSON ({exc})"
     if not isinstance(body, dict):
         return f"the request body must be a JSON object, got {type(body).__name__}"
-    if _SURROGATE_ESCAPE.search(raw):
+    # (a byte search first: memchr-fast, where the pattern's scan of a 30 MB body held
+    # the interpreter for 20 ms)
+    if (b"\\ud" in raw or b"\\uD" in raw) and _SURROGATE_ESCAPE.search(raw):
         try:
             json.dumps(body, ensure_ascii=False).encode("utf-8")
         except UnicodeEncodeError as exc:

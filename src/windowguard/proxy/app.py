@@ -83,11 +83,11 @@ from ._http import (
     encode_body,
     forwarded_path,
     header_bytes,
-    parse_body,
     read_all,
     usage_of_body,
 )
 from ._page import Page
+from ._parse import BodyParser
 from ._paths import PathsMiddleware
 from ._recorder import ConversationRecorder
 from ._wire import (
@@ -149,6 +149,7 @@ class _Proxy:
         self.redactor = Redactor([config.api_key])
         # Quick GIL hand-overs while a large body is worked on a thread (QuickSwitches).
         self.switches = QuickSwitches()
+        self.parser = BodyParser(self.switches, thread_bytes=OFFLOAD_BYTES)
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -176,6 +177,7 @@ class _Proxy:
                 yield
             finally:
                 self.client = None
+                await asyncio.to_thread(self.parser.close)
 
     def _client(self) -> httpx2.AsyncClient:
         if self.client is None:
@@ -239,6 +241,7 @@ class _Proxy:
         body = await self._read_json(request, route)
         if isinstance(body, Response):
             return body
+        read = time.perf_counter()
         offload = _large(request)
         guard = self.guards.for_api(route.api)
         try:
@@ -246,7 +249,7 @@ class _Proxy:
         except WindowGuardError as exc:
             return self._bad_request(route, str(exc))
         if parsed is None:  # server-side state (previous_response_id): sent unchanged
-            self.metrics.observe_latency(route.label, time.perf_counter() - started)
+            self._observe(route, started, read)
             stream = body.get("stream") is True
             return await self._unless_gone(
                 request, route, None, self._send(request, route, body, None, stream=stream)
@@ -269,7 +272,7 @@ class _Proxy:
                 route, f"the request could not be read as a {route.api.name} call: {exc}"
             )
         self._count_fit(route, send)
-        self.metrics.observe_latency(route.label, time.perf_counter() - started)
+        self._observe(route, started, read)
         return await self._unless_gone(
             request,
             route,
@@ -322,14 +325,15 @@ class _Proxy:
             chunks.append(chunk)
         raw = b"".join(chunks)
         request.scope[_BODY_BYTES] = size
-        if _large(request):
-            with self.switches.held():
-                parsed = await asyncio.to_thread(parse_body, raw)
-        else:
-            parsed = parse_body(raw)
+        parsed = await self.parser.parse(raw)
         if isinstance(parsed, str):
             return self._bad_request(route, parsed)
         return parsed
+
+    def _observe(self, route: _Route, started: float, read: float) -> None:
+        now = time.perf_counter()
+        self.metrics.observe_latency(route.label, now - started)
+        self.metrics.observe_fit(route.label, now - read)
 
     def _count_fit(self, route: _Route, send: Send) -> None:
         fit = send.fit
