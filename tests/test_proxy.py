@@ -446,6 +446,13 @@ def test_metrics_are_prometheus_text_and_count_what_happened() -> None:
     assert buckets == sorted(buckets)  # cumulative
     assert samples[p + 'added_latency_seconds_bucket{api="chat",le="+Inf"}'] == 25
     assert samples[p + 'added_latency_seconds_count{api="chat"}'] == 25
+    # The fit alone (from the whole body on): as many requests, never more time.
+    assert samples[p + 'fit_seconds_count{api="chat"}'] == 25
+    assert (
+        0
+        < samples[p + 'fit_seconds_sum{api="chat"}']
+        <= samples[p + 'added_latency_seconds_sum{api="chat"}']
+    )
     assert health == {
         "status": "ok",
         "upstream": root,

@@ -31,6 +31,9 @@ name                            type       what
 ``state_conversations``         gauge      conversations remembered now
 ``added_latency_seconds``       histogram  the proxy's own time before the upstream
                                            request goes out (read, fit, count), by ``api``
+``fit_seconds``                 histogram  the same from when the whole body is in (parse,
+                                           fit, count: what the proxy does, not how fast
+                                           the client sends), by ``api``
 ==============================  =========  ==================================================
 
 Invariants: counters only grow; label values are from closed sets (API names and
@@ -95,6 +98,48 @@ _GAUGES: Final = {
 }
 
 
+_HISTOGRAMS: Final = {
+    "added_latency_seconds": (
+        "Time the proxy adds before the upstream request goes out (reading, fitting, counting)."
+    ),
+    "fit_seconds": (
+        "Time from the whole request body read to the upstream request going out "
+        "(parsing, fitting, counting)."
+    ),
+}
+
+
+class _Histogram:
+    __slots__ = ("buckets", "counts", "sums")
+
+    def __init__(self) -> None:
+        self.buckets: dict[str, list[int]] = {}
+        self.sums: dict[str, float] = defaultdict(float)
+        self.counts: dict[str, int] = defaultdict(int)
+
+    def observe(self, api: str, seconds: float) -> None:
+        buckets = self.buckets.get(api)
+        if buckets is None:
+            buckets = self.buckets[api] = [0] * len(LATENCY_BUCKETS)
+        index = bisect.bisect_left(LATENCY_BUCKETS, seconds)
+        if index < len(buckets):
+            buckets[index] += 1
+        self.sums[api] += seconds
+        self.counts[api] += 1
+
+    def render(self, full: str, help_text: str) -> list[str]:
+        lines = [f"# HELP {full} {help_text}", f"# TYPE {full} histogram"]
+        for api in sorted(self.buckets):
+            cumulative = 0
+            for bound, count in zip(LATENCY_BUCKETS, self.buckets[api], strict=True):
+                cumulative += count
+                lines.append(f'{full}_bucket{{api="{api}",le="{bound}"}} {cumulative}')
+            lines.append(f'{full}_bucket{{api="{api}",le="+Inf"}} {self.counts[api]}')
+            lines.append(f'{full}_sum{{api="{api}"}} {_number(self.sums[api])}')
+            lines.append(f'{full}_count{{api="{api}"}} {self.counts[api]}')
+        return lines
+
+
 class ProxyMetrics:
     """Thread-safe counters and the added-latency histogram of one proxy."""
 
@@ -104,9 +149,7 @@ class ProxyMetrics:
             name: defaultdict(float) for name in _COUNTERS
         }
         self._gauges: dict[str, float] = dict.fromkeys(_GAUGES, 0.0)
-        self._buckets: dict[str, list[int]] = {}
-        self._sums: dict[str, float] = defaultdict(float)
-        self._counts: dict[str, int] = defaultdict(int)
+        self._histograms = {name: _Histogram() for name in _HISTOGRAMS}
 
     def inc(self, name: str, label: str, amount: float = 1.0) -> None:
         """Add ``amount`` to counter ``name`` (without its prefix) under ``label``."""
@@ -130,14 +173,12 @@ class ProxyMetrics:
     def observe_latency(self, api: str, seconds: float) -> None:
         """Record one request's added latency."""
         with self._lock:
-            buckets = self._buckets.get(api)
-            if buckets is None:
-                buckets = self._buckets[api] = [0] * len(LATENCY_BUCKETS)
-            index = bisect.bisect_left(LATENCY_BUCKETS, seconds)
-            if index < len(buckets):
-                buckets[index] += 1
-            self._sums[api] += seconds
-            self._counts[api] += 1
+            self._histograms["added_latency_seconds"].observe(api, seconds)
+
+    def observe_fit(self, api: str, seconds: float) -> None:
+        """Record one request's time from its whole body to going upstream."""
+        with self._lock:
+            self._histograms["fit_seconds"].observe(api, seconds)
 
     def value(self, name: str, label: str) -> float:
         """The current value of counter ``name`` under ``label`` (0 when never set)."""
@@ -164,20 +205,8 @@ class ProxyMetrics:
                 lines.append(f"# HELP {full} {help_text}")
                 lines.append(f"# TYPE {full} gauge")
                 lines.append(f"{full} {_number(self._gauges[name])}")
-            full = _PREFIX + "added_latency_seconds"
-            lines.append(
-                f"# HELP {full} Time the proxy adds before the upstream request goes out "
-                "(reading, fitting, counting)."
-            )
-            lines.append(f"# TYPE {full} histogram")
-            for api in sorted(self._buckets):
-                cumulative = 0
-                for bound, count in zip(LATENCY_BUCKETS, self._buckets[api], strict=True):
-                    cumulative += count
-                    lines.append(f'{full}_bucket{{api="{api}",le="{bound}"}} {cumulative}')
-                lines.append(f'{full}_bucket{{api="{api}",le="+Inf"}} {self._counts[api]}')
-                lines.append(f'{full}_sum{{api="{api}"}} {_number(self._sums[api])}')
-                lines.append(f'{full}_count{{api="{api}"}} {self._counts[api]}')
+            for name, help_text in _HISTOGRAMS.items():
+                lines += self._histograms[name].render(_PREFIX + name, help_text)
         return "\n".join(lines) + "\n"
 
 
