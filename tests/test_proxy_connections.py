@@ -6,6 +6,7 @@ clients cannot stop real traffic."""
 from __future__ import annotations
 
 import json
+import resource
 import socket
 import time
 
@@ -141,3 +142,34 @@ def test_accepted_connections_have_nagle_off() -> None:
             assert accepted
             for conn_sock in accepted:
                 assert conn_sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+
+
+def test_1100_idle_connections_do_not_stop_real_traffic() -> None:
+    # The issue's own numbers: 1,100 connections sending one byte each, past the default
+    # limit of 1,000 (and a common 1,024 open-files limit, which the proxy raises).
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = 2 * 1100 + 512  # this process holds both ends
+    if hard != resource.RLIM_INFINITY and hard < wanted:
+        pytest.skip(f"the open-files hard limit is {hard}; this test needs {wanted}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, wanted), hard))
+    with (
+        Emulator(flavor="vllm", context_window=4096) as emu,
+        ProxyServer(ProxyConfig(upstream=emu.root_url, port=0, header_timeout=2.0)) as proxy,
+    ):
+        idle = []
+        try:
+            for _ in range(1100):
+                sock = socket.create_connection(("127.0.0.1", proxy.port), timeout=10)
+                sock.sendall(b"P")
+                idle.append(sock)
+            # Past the limit a real client is answered (503, which SDKs retry), not hung.
+            busy = httpx2.get(proxy.base_url + "/models", timeout=30)
+            assert busy.status_code in (200, 503)
+            assert all(_closed_by_peer(sock, within=60) for sock in idle)
+        finally:
+            for sock in idle:
+                sock.close()
+        body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}
+        for _ in range(20):
+            answer = httpx2.post(proxy.base_url + "/chat/completions", json=body, timeout=30)
+            assert answer.status_code == 200
