@@ -190,6 +190,7 @@ class Phase:
     upstream: dict[str, int] = field(default_factory=dict)
     peak_rss_mib: float | None = None
     cpu_seconds: float | None = None
+    exited: str | None = None  # the proxy process ended during the phase: how, its log's end
     skipped: str | None = None
 
 
@@ -546,6 +547,8 @@ def _through(
                 return f"{reason}\n{_tail(log)}"
             before = cpu_seconds(process.pid)
             measure(phase, base_url)
+            if process.poll() is not None:
+                phase.exited = f"exit code {process.returncode}\n{_tail(log)}"
             after = cpu_seconds(process.pid)
             if before is not None and after is not None:
                 phase.cpu_seconds = after - before
@@ -745,6 +748,8 @@ def main() -> int:
     for phase in (direct, guarded, litellm):
         for error in phase.errors[:3]:
             print(f"{phase.name} error: {error}", file=sys.stderr)
+        if phase.exited is not None:
+            print(f"{phase.name}'s proxy ended during the run: {phase.exited}", file=sys.stderr)
     unexpected = any(phase.errors for phase in (direct, guarded, litellm))
     guard_failed = guarded.overflows or guarded.upstream.get("context_overflow", 0)
     return 1 if unexpected or guard_failed else 0
