@@ -87,7 +87,7 @@ from ._http import (
     usage_of_body,
 )
 from ._page import Page
-from ._parse import BodyParser
+from ._parse import THREAD_BYTES, BodyParser
 from ._paths import PathsMiddleware
 from ._recorder import ConversationRecorder
 from ._wire import (
@@ -106,10 +106,10 @@ __all__ = ["ProxyRefused", "create_app"]
 logger = logging.getLogger("windowguard.proxy")
 
 _READ_CHUNK: Final = 64 * 1024
-# A body this large is parsed and fitted on a worker thread: its shaping, estimating and
-# exact counting would hold the event loop (every other client) for milliseconds to
-# seconds. Smaller ones stay on the loop, where a fit costs less than a thread hop.
-OFFLOAD_BYTES: Final = 64 * 1024
+# A body this large is parsed and fitted off the event loop: its shaping, estimating and
+# exact counting would hold it (every other client) for milliseconds to seconds. Smaller
+# ones stay on the loop, where a fit costs less than a thread hop (_parse.THREAD_BYTES).
+OFFLOAD_BYTES: Final = THREAD_BYTES
 _BODY_BYTES: Final = "windowguard.body_bytes"  # the scope key of a fitted body's size
 
 
