@@ -7,7 +7,8 @@ does not fit. The emulated model calls one ``fetch`` tool (1-2 calls per turn) f
 turns, so a run makes 89 sends or more; what the tool returns switches content class as
 the run goes: real corpus text (prose, code, command output), then comma-separated word
 lists, then CJK, then JSON (pretty-printed string arrays and minified records), each
-result 150 tokens to 15 % of the window. No count endpoint is served: the manager has
+result 150 tokens to 15 % of the window in the family's own tokens (made shorter until its
+exact count is within that). No count endpoint is served: the manager has
 the usage reports and the family's exact local tokenizer (``counter=None``). Scenarios:
 
 * **class switch**: every answer reports its exact prompt tokens;
@@ -115,21 +116,29 @@ def _prose(rng: random.Random, chars: int) -> str:
     return "\n".join(parts)
 
 
-def fetch_tool(seed: int, window: int, turns: int) -> wg.Tool:
-    """``fetch(source)``: the content of the source's phase, sized for the window."""
+def fetch_tool(seed: int, window: int, turns: int, counter: wg.TokenCounter) -> wg.Tool:
+    """``fetch(source)``: the content of the source's phase, sized for the window in the
+    family's own tokens (``counter``: its exact tokenizer)."""
 
     def fetch(source: str) -> str:
         number = int(source.split("-", 1)[0])
         rng = random.Random(f"edge-loop-content:{seed}:{source}")
         phase = PHASES[min(len(PHASES) - 1, number * len(PHASES) // turns)]
         tokens = math.exp(rng.uniform(math.log(150), math.log(0.15 * window)))
+        state = rng.getstate()
         chars = int(tokens * 3)
-        if phase == "prose":
-            return _prose(rng, chars)
-        if phase == "JSON":
-            name = "pretty JSON string array" if number % 2 else "minified JSON"
-            return _content.generate(name, rng, chars)
-        return _content.generate(phase, rng, chars)
+        text = ""
+        for _ in range(SIZING_TRIES):
+            rng.setstate(state)  # the same content, only shorter
+            text = _content_of(phase, number, rng, chars)
+            found = counter.count(text)
+            if found <= tokens:
+                break
+            # 3 characters a token is right for English prose; CJK, word lists and JSON
+            # take more tokens a character (cl100k's CJK nearly two), which made one
+            # result near the whole 16k budget where the docstring promises 15 %.
+            chars = max(1, int(chars * tokens / found * 0.97))
+        return text
 
     return wg.Tool(
         name="fetch",
@@ -141,6 +150,20 @@ def fetch_tool(seed: int, window: int, turns: int) -> wg.Tool:
         },
         fn=fetch,
     )
+
+
+SIZING_TRIES = 6
+"""How often a result is made again, shorter, until the family's exact count is within
+its size (the last try is used whatever it counts)."""
+
+
+def _content_of(phase: str, number: int, rng: random.Random, chars: int) -> str:
+    if phase == "prose":
+        return _prose(rng, chars)
+    if phase == "JSON":
+        name = "pretty JSON string array" if number % 2 else "minified JSON"
+        return _content.generate(name, rng, chars)
+    return _content.generate(phase, rng, chars)
 
 
 class Estimates:
@@ -187,7 +210,7 @@ def run_one(
         raise SystemExit(f"no exact {family} tokenizer is installed")
     template = TEMPLATE_OF[family]
     seed = 18
-    tool = fetch_tool(seed, window, turns)
+    tool = fetch_tool(seed, window, turns, counter)
     wire_tools = [
         {
             "type": "function",
@@ -294,7 +317,7 @@ def print_rows(rows: list[Row]) -> None:
     )
     print("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |")
     for r in rows:
-        use = f"{r.window_use:.2f}" if r.window_use is not None else "-"
+        use = f"{r.window_use:.3f}" if r.window_use is not None else "-"
         worst = f"{r.worst:.3f}" if r.worst is not None else "-"
         overflows = f"**{r.overflows}**" if r.overflows else "0"
         print(
@@ -310,7 +333,7 @@ def print_rows(rows: list[Row]) -> None:
     print("| ---: | --- | ---: | ---: | ---: | ---: | ---: |")
     for (window, scenario), group in by.items():
         uses = [r.window_use for r in group if r.window_use is not None]
-        use = f"{statistics.fmean(uses):.2f} / {min(uses):.2f}" if uses else "-"
+        use = f"{statistics.fmean(uses):.3f} / {min(uses):.3f}" if uses else "-"
         print(
             f"| {window:,} | {scenario} | {len(group)} | {sum(r.sends for r in group)} "
             f"| {sum(r.overflows for r in group)} | {sum(r.refusals for r in group)} | {use} |"
