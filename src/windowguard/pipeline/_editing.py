@@ -149,20 +149,31 @@ def _refs(
     ctx: FitContext, start: int, *, original: bool = False
 ) -> tuple[list[CallRef], list[ResultRef]]:
     """The tool calls and results :func:`_scan` reads, from the turn holding ``start``
-    on: what is before it is not read (a long run's dropped turns cost nothing)."""
+    on: what is before it is not read (a long run's dropped turns cost nothing).
+
+    One reading serves every stage of a fit until a message is replaced: a later ask
+    from a later turn takes the refs from that turn on (each turn is read on its own,
+    so they are the same as reading from there)."""
     seg = ctx.seg
     starts = seg.turn_starts
     fmt = ctx.run.format
     messages = ctx.run.seen if original else ctx.run.effective
     turn = bisect_right(starts, start) - 1
-    if start < seg.head_stop or turn < 0:
-        return scan_refs(messages[: ctx.end], fmt, seg.head_stop, starts)
-    first = starts[turn]
-    relative = [starts[j] - first for j in range(turn, len(starts))]
-    calls, found = scan_refs(messages[first : ctx.end], fmt, 0, relative)
-    return (
-        [replace(c, index=c.index + first, turn=c.turn + turn) for c in calls],
-        [
+    whole = start < seg.head_stop or turn < 0
+    first = 0 if whole else starts[turn]
+    known = ctx.refs.get(original)
+    if known is not None and known[0] is messages and known[1] <= first:
+        _, read_from, calls, found = known
+        if read_from == first:
+            return calls, found
+        return [c for c in calls if c.index >= first], [r for r in found if r.index >= first]
+    if whole:
+        calls, found = scan_refs(messages[: ctx.end], fmt, seg.head_stop, starts)
+    else:
+        relative = [starts[j] - first for j in range(turn, len(starts))]
+        calls, found = scan_refs(messages[first : ctx.end], fmt, 0, relative)
+        calls = [replace(c, index=c.index + first, turn=c.turn + turn) for c in calls]
+        found = [
             replace(
                 r,
                 index=r.index + first,
@@ -170,8 +181,9 @@ def _refs(
                 call_index=None if r.call_index is None else r.call_index + first,
             )
             for r in found
-        ],
-    )
+        ]
+    ctx.refs[original] = (messages, first, calls, found)
+    return calls, found
 
 
 def _apply(
@@ -383,7 +395,8 @@ def clear_block(
     calls: dict[int, list[int]] = {}
     freed = 0
     seen, cleared = ctx.run.seen, ctx.run.cleared
-    for ref in _scan(ctx, first):
+    read_calls, read_results = _refs(ctx, first)
+    for ref in read_results:
         if ref.index < first or ref.index >= boundary:
             continue
         if ref.tool_name in config.exclude_tools or not ref.text:
@@ -428,16 +441,23 @@ def clear_block(
         cleared[key] = cleared.get(key, frozenset()).union(parts)
     made = _apply(ctx, estimator, texts, state, records)
     if calls:
-        made += _clear_inputs(ctx, calls, state, estimator)
+        # The calls as read before the results were replaced: a result never shares a
+        # message with a call in any wire format, so replacing results changed none.
+        made += _clear_inputs(ctx, calls, read_calls, state, estimator)
     return made
 
 
 def _clear_inputs(
-    ctx: FitContext, calls: dict[int, list[int]], state: EditState, estimator: Estimator
+    ctx: FitContext,
+    calls: dict[int, list[int]],
+    read: list[CallRef],
+    state: EditState,
+    estimator: Estimator,
 ) -> list[EditRecord]:
-    """Clear the arguments of the calls whose results were cleared, where allowed."""
+    """Clear the arguments of the calls whose results were cleared, where allowed
+    (``read``: the transcript's calls, from the first of them on at least)."""
     run = ctx.run
-    refs = {(c.index, c.part): c for c in _refs(ctx, min(calls))[0] if c.index in calls}
+    refs = {(c.index, c.part): c for c in read if c.index in calls}
     changes: dict[int, object] = {}
     made: list[EditRecord] = []
     for index, parts in calls.items():

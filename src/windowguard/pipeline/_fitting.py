@@ -48,6 +48,8 @@ if TYPE_CHECKING:
     # was generic; typing_extensions is needed for that only, never at run time.
     from typing_extensions import TypeVar
 
+    from ..core.edits.parts import CallRef, ResultRef
+
     M = TypeVar("M", default=object)
 else:
     from typing import TypeVar
@@ -194,6 +196,7 @@ class FitContext:
         "first_turn",
         "fixed",
         "local_fixed",
+        "refs",
         "requested",
         "run",
         "seg",
@@ -226,6 +229,11 @@ class FitContext:
         self.first_turn = 0
         # Counts made in this fit, by what they depend on.
         self._counts: dict[tuple[int, float, float, int, int | None], Count] = {}
+        # The edit stages' reading of the tool calls and results (``_editing._refs``),
+        # by whether it read the caller's own messages: (the messages read, the first
+        # message read, the calls, the results). Forgotten when a message is replaced
+        # (:meth:`refresh`).
+        self.refs: dict[bool, tuple[list[object], int, list[CallRef], list[ResultRef]]] = {}
 
     @property
     def end(self) -> int:
@@ -237,6 +245,7 @@ class FitContext:
         them, so the base's key is made again too)."""
         self._counts.clear()
         self._key = None
+        self.refs.clear()
 
     @property
     def newest(self) -> int:
