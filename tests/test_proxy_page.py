@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import random
 import re
 from collections import Counter, OrderedDict, defaultdict
 from collections.abc import Iterator
@@ -164,6 +165,11 @@ def test_the_recorder_keeps_each_conversation_apart() -> None:
             )
         )
         recorder(pressure(700))
+    # Edits and shrinks are counted once a request, as the proxy tells them (the events
+    # above, which a refit would report again, count none): two requests, one edited
+    # and shrunk.
+    recorder.counted(a, edited=True, shrunk=True)
+    recorder.counted(a, edited=False, shrunk=False)
     recorder.note(b, api="messages", model="m-b")
     with in_conversation(b):
         recorder(ProxyRefused(api="messages.create", code="context_truncated", message="x"))
@@ -352,6 +358,7 @@ def test_the_state_holds_what_the_events_and_metrics_say(traffic: Traffic) -> No
         assert len(measured) == seen.answered[name]
         assert [p for _, p in row["points"]] == measured
         assert row["peak_pressure"] == (max(measured) if measured else None)
+        # once a request (no refit and one edit a request here: what the events say too)
         assert row["shrinks"] == kinds["max_tokens_shrunk"] + kinds["context_emergency_shrink"]
         assert row["edits"] == sum(
             1 for e in events if isinstance(e, ContextEdited) and e.new and e.edit != "drop"
@@ -372,6 +379,8 @@ def test_the_state_holds_what_the_events_and_metrics_say(traffic: Traffic) -> No
     for name in ("shrinks_total", "refusals_total", "upstream_errors_total", "requests_total"):
         assert sum(metrics[name].values()) == _metric(traffic.metrics, name)
     assert sum(c["shrinks"] for c in shown.values()) == _metric(traffic.metrics, "shrinks_total")
+    edited = _metric(traffic.metrics, "edited_requests_total")
+    assert sum(c["edits"] for c in shown.values()) == edited
     assert sum(c["refusals"] for c in shown.values()) == _metric(traffic.metrics, "refusals_total")
     assert state["errors_total"] == _metric(traffic.metrics, "upstream_errors_total")
     assert [(e["kind"], e["status"]) for e in state["errors"]] == [("overloaded", 503)] * 2
@@ -477,3 +486,49 @@ def test_page_flag_and_config() -> None:
         parser.parse_args(["proxy", "--upstream", "http://127.0.0.1:8000", "--page", "yes"])
     with pytest.raises(wg.ConfigurationError, match="--page must be one of"):
         ProxyConfig(upstream="http://127.0.0.1:8000", page="yes")  # type: ignore[arg-type]
+
+
+def test_a_refit_counts_its_request_once_as_metrics_do() -> None:
+    # The proxy is told a window four times the served one: the upstream refuses a request
+    # the proxy fitted (clamping 12 results), and the proxy refits it. The page counted
+    # edit events (12 here; a refit may report its first pass's again) where /metrics
+    # counts edited requests (1): both now count requests.
+    import openai
+
+    events: list[Event] = []
+    clear_discovery_cache()
+    with (
+        Emulator(flavor="vllm", context_window=4_096, count_apis="none") as emu,
+        ProxyServer(
+            ProxyConfig(
+                upstream=emu.root_url,
+                port=0,
+                window=16_384,
+                clamp_tool_results=1_000,
+            ),
+            sinks=[events.append],
+        ) as proxy,
+        openai.OpenAI(base_url=proxy.base_url, api_key="k", max_retries=0) as client,
+    ):
+        transcript: list[Any] = [
+            {"role": "system", "content": "sys"},
+            {"role": "user", "content": "go"},
+        ]
+        rng = random.Random(18)
+        for n in range(12):  # 1,000 tokens a turn by the estimate once clamped, ~550 exact
+            call = {"id": f"c{n}", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+            words = " ".join(f"{rng.getrandbits(32):08x}" for _ in range(1_000))
+            transcript.append({"role": "assistant", "content": "", "tool_calls": [call]})
+            transcript.append({"role": "tool", "tool_call_id": f"c{n}", "content": words})
+        client.chat.completions.create(model="m", messages=transcript, max_tokens=200)
+        state = httpx2.get(proxy.root_url + "/windowguard/state.json").json()
+        metrics = httpx2.get(proxy.root_url + "/metrics").text
+    clear_discovery_cache()
+    assert [r.status for r in emu.records] == [400, 200]  # refused once, refitted
+    assert _metric(metrics, "refits_total") == 1
+    clamps = [e for e in events if isinstance(e, ContextEdited) and e.new and e.edit == "clamp"]
+    assert len(clamps) == 12  # what the page counted: an edit event per clamped result
+    (row,) = state["conversations"]
+    assert row["edits"] == _metric(metrics, "edited_requests_total") == 1
+    assert row["shrinks"] == _metric(metrics, "shrinks_total")
+    assert row["sends"] == 1

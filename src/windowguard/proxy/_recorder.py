@@ -6,7 +6,9 @@ conversations apart by the key the guard emits their events under
 (:func:`~windowguard.run.sinks.in_conversation`); the proxy tells it each fitted send's API
 and model (:meth:`ConversationRecorder.note`). Per conversation it keeps the pressure the
 upstream's reported prompt tokens put on the window (``context_pressure``), with the time
-each was recorded, and counts of its edits, drops, shrinks, refusals and upstream errors;
+each was recorded, and counts of its edits, drops, shrinks, refusals and upstream errors
+(edits and shrinks once a request, told by the proxy as ``/metrics`` counts them: a
+refit reports its first pass again);
 for the proxy as a whole, the last upstream errors and the refusals by code.
 
 Invariants:
@@ -35,12 +37,9 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ..core.events import (
-    ContextEdited,
-    ContextEmergencyShrink,
     ContextEstimate,
     ContextPressure,
     Event,
-    MaxTokensShrunk,
     ProviderErrorEvent,
     ProxyRefused,
     TranscriptPruned,
@@ -158,6 +157,16 @@ class ConversationRecorder:
             conversation.model = model[:MODEL_CHARS]
             conversation.sends += 1
 
+    def counted(self, key: str, *, edited: bool, shrunk: bool) -> None:
+        """A fitted request of conversation ``key``, as ``/metrics`` counts it: whether
+        it was edited (other than by dropping turns) and whether its ``max_tokens`` was
+        shrunk. Counted here once a request, not from events: a reactive refit reports
+        the edits and the shrink of its first pass again."""
+        with self._lock:
+            conversation = self._touch(key)
+            conversation.edits += edited
+            conversation.shrinks += shrunk
+
     def __call__(self, event: Event) -> None:
         """Record an event (the sink protocol)."""
         key = current_conversation()
@@ -183,15 +192,10 @@ class ConversationRecorder:
         elif isinstance(event, ContextEstimate):
             conversation.estimated_pressure = event.pressure
             conversation.window = event.window
-        elif isinstance(event, ContextEdited):
-            if event.new and event.edit != "drop":
-                conversation.edits += 1
         elif isinstance(event, TranscriptPruned):
             conversation.dropped_turns = event.dropped_turns
             if event.new_cut:
                 conversation.prunes += 1
-        elif isinstance(event, (MaxTokensShrunk, ContextEmergencyShrink)):
-            conversation.shrinks += 1
 
     def _error(self, event: ProviderErrorEvent, key: str | None) -> None:
         with self._lock:

@@ -129,6 +129,7 @@ _ROUTES: Final = (
 )
 _FITTED_PATHS: Final = frozenset(path for path, _ in _ROUTES)
 _PASSTHROUGH: Final = _Route(api=CHAT, label="passthrough", anthropic=False)
+_SHRINKS: Final = ("max_tokens_shrunk", "context_emergency_shrink")
 
 
 class _Proxy:
@@ -337,13 +338,19 @@ class _Proxy:
 
     def _count_fit(self, route: _Route, send: Send) -> None:
         fit = send.fit
-        if any(record.kind != "drop" for record in fit.edits):
+        edited = any(record.kind != "drop" for record in fit.edits)
+        shrunk = any(
+            e.kind in ("max_tokens_shrunk", "context_emergency_shrink") for e in fit.events
+        )
+        if edited:
             self.metrics.inc("edited_requests_total", route.label)
         if fit.dropped_turns:
             self.metrics.inc("pruned_requests_total", route.label)
             self.metrics.inc("dropped_turns_total", route.label, fit.dropped_turns)
-        if any(e.kind in ("max_tokens_shrunk", "context_emergency_shrink") for e in fit.events):
+        if shrunk:
             self.metrics.inc("shrinks_total", route.label)
+        if self.recorder is not None:  # the page counts requests as /metrics does
+            self.recorder.counted(send.conversation.key, edited=edited, shrunk=shrunk)
 
     async def _send(
         self,
