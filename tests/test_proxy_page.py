@@ -491,7 +491,7 @@ def test_page_flag_and_config() -> None:
 def test_a_refit_counts_its_request_once_as_metrics_do() -> None:
     # The proxy is told a window four times the served one: the upstream refuses a request
     # the proxy fitted (clamping 12 results), and the proxy refits it. The page counted
-    # edit events (12 here; a refit may report its first pass's again) where /metrics
+    # edit events (12 here, one per clamped result; a refit emits its own) where /metrics
     # counts edited requests (1): both now count requests.
     import openai
 

@@ -7,8 +7,8 @@ conversations apart by the key the guard emits their events under
 and model (:meth:`ConversationRecorder.note`). Per conversation it keeps the pressure the
 upstream's reported prompt tokens put on the window (``context_pressure``), with the time
 each was recorded, and counts of its edits, drops, shrinks, refusals and upstream errors
-(edits and shrinks once a request, told by the proxy as ``/metrics`` counts them: a
-refit reports its first pass again);
+(edits and shrinks once a request, told by the proxy as ``/metrics`` counts them: an
+edit event comes per edited result, and a refit emits events of its own);
 for the proxy as a whole, the last upstream errors and the refusals by code.
 
 Invariants:
@@ -160,8 +160,8 @@ class ConversationRecorder:
     def counted(self, key: str, *, edited: bool, shrunk: bool) -> None:
         """A fitted request of conversation ``key``, as ``/metrics`` counts it: whether
         it was edited (other than by dropping turns) and whether its ``max_tokens`` was
-        shrunk. Counted here once a request, not from events: a reactive refit reports
-        the edits and the shrink of its first pass again."""
+        shrunk. Counted here once a request, not from events: an edit event comes per
+        edited result, and a reactive refit emits edit and shrink events of its own."""
         with self._lock:
             conversation = self._touch(key)
             conversation.edits += edited
