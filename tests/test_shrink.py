@@ -50,6 +50,21 @@ def test_emergency_clamps_to_floor_and_says_so() -> None:
     assert r.event.to_dict()["event"] == "context_emergency_shrink"
 
 
+def test_a_small_reply_that_fits_is_no_emergency() -> None:
+    # Found against llama-cpp-python's server with max_tokens=8: 49 tokens left beside a
+    # 3,547-token prompt, less than the 200-token floor, but the 8 asked for fit. It was
+    # logged as a context emergency "clamped to 8" and counted as a shrink on every send.
+    r = fit_max_tokens(estimated_input_tokens=3_547, context_window=4_096, requested=8)
+    assert (r.max_tokens, r.shrunk, r.emergency, r.event) == (8, False, False, None)
+    r = fit_max_tokens(
+        estimated_input_tokens=3_547, context_window=4_096, requested=None, max_output_tokens=40
+    )
+    assert (r.max_tokens, r.emergency, r.event) == (40, False, None)
+    r = fit_max_tokens(estimated_input_tokens=3_547, context_window=4_096, requested=50)
+    assert (r.max_tokens, r.emergency) == (50, True)  # 50 > 49: into the safety buffer
+    assert isinstance(r.event, wg.ContextEmergencyShrink)
+
+
 def test_model_output_cap_is_respected() -> None:
     r = wg.shrink_max_tokens(
         _messages(10), context_window=200_000, requested=100_000, max_output_tokens=8192
@@ -82,8 +97,8 @@ def test_never_exceeds_the_window_when_the_input_fits(
         safety_buffer=safety,
         max_output_tokens=cap,
     )
-    if not r.emergency:
-        assert estimate + r.max_tokens + safety <= window
+    # an emergency is exactly a reply that eats into the safety buffer
+    assert r.emergency == (estimate + r.max_tokens + safety > window)
     if requested is not None:
         assert r.max_tokens <= requested or r.emergency
     if cap is not None:

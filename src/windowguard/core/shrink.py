@@ -99,7 +99,6 @@ def fit_max_tokens(
     ):
         raise ConfigurationError(f"requested max_tokens must be a positive int, got {requested!r}")
     available = context_window - estimated_input_tokens - safety_buffer
-    emergency = available < floor
     fitted = max(available, floor)
     reason = "window"
     if max_output_tokens is not None and fitted > max_output_tokens:
@@ -108,6 +107,10 @@ def fit_max_tokens(
     if requested is not None and requested <= fitted:
         fitted, reason = requested, ""
     shrunk = requested is not None and fitted < requested
+    # An emergency is a reply that eats into the safety buffer (the floor sent where
+    # less is left), not a room below the floor: a caller asking for 8 tokens where 49
+    # are left gets its 8, with no shrink to report.
+    emergency = fitted > available
     event: MaxTokensShrunk | ContextEmergencyShrink | None = None
     if emergency:
         event = ContextEmergencyShrink(
