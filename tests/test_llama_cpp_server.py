@@ -260,3 +260,51 @@ def test_the_proxy_carries_a_conversation_past_the_window(server: str) -> None:
         assert proxy.metrics.value("upstream_errors_total", "context_overflow") == 0
     assert len(prompts) == steps
     assert all(p + 8 <= N_CTX for p in prompts)
+
+
+def test_guarded_streams_carry_a_conversation_past_the_window(server: str) -> None:
+    # This server's streams carry no usage, and a stream it refuses for length is an
+    # empty HTTP 200 (no error to learn from): only the local count keeps it inside.
+    steps = 30
+    info = wg.ModelInfo(N_CTX, tokenizer="qwen")
+    *_, last = _growing(steps)
+    # A client of its own: after a stream it refused, the server resets the connection
+    # the next request would reuse.
+    with openai.OpenAI(base_url=server, api_key="x", max_retries=0) as raw:
+        unguarded = raw.chat.completions.create(
+            model=MODEL, messages=last, tools=TOOLS, max_tokens=8, stream=True
+        )
+        assert list(unguarded) == []  # refused without a word
+    with openai.OpenAI(base_url=server, api_key="x", max_retries=0) as sdk:
+        guarded = wg.guard(sdk, model_info=info, discover=False)
+        answered = 0
+        for transcript in _growing(steps):
+            stream = guarded.chat.completions.create(
+                model=MODEL, messages=transcript, tools=TOOLS, max_tokens=8, stream=True
+            )
+            chunks = list(stream)
+            assert chunks, "an empty stream: the server refused the prompt's length"
+            assert chunks[-1].choices and chunks[-1].choices[0].finish_reason is not None
+            answered += 1
+    assert answered == steps
+
+
+def test_an_async_guarded_client_carries_a_conversation_past_the_window(server: str) -> None:
+    import asyncio
+
+    async def run() -> list[int]:
+        info = wg.ModelInfo(N_CTX, tokenizer="qwen")
+        async with openai.AsyncOpenAI(base_url=server, api_key="x", max_retries=0) as sdk:
+            guarded = wg.guard(sdk, model_info=info, discover=False)
+            prompts = []
+            for transcript in _growing(30):
+                reply = await guarded.chat.completions.create(
+                    model=MODEL, messages=transcript, tools=TOOLS, max_tokens=8
+                )
+                assert reply.usage is not None
+                prompts.append(reply.usage.prompt_tokens)
+            return prompts
+
+    prompts = asyncio.run(run())
+    assert len(prompts) == 30
+    assert all(p + 8 <= N_CTX for p in prompts)
