@@ -339,9 +339,7 @@ class _Proxy:
     def _count_fit(self, route: _Route, send: Send) -> None:
         fit = send.fit
         edited = any(record.kind != "drop" for record in fit.edits)
-        shrunk = any(
-            e.kind in ("max_tokens_shrunk", "context_emergency_shrink") for e in fit.events
-        )
+        shrunk = any(e.kind in _SHRINKS for e in fit.events)
         if edited:
             self.metrics.inc("edited_requests_total", route.label)
         if fit.dropped_turns:
