@@ -56,3 +56,27 @@ def test_an_upstream_that_answers_but_lists_nothing_says_how(locked: str) -> Non
     assert "--api-key-env" in message  # it may need a key to list its models
     info = discover_upstream(ProxyConfig(upstream=locked, port=0, window=4096, model="m"))
     assert "models listed: (none: GET /v1/models answered HTTP 401)" in info.describe()
+
+
+def test_sigint_stops_the_proxy_even_when_the_shell_started_it_ignored() -> None:
+    # A shell starts a background job with SIGINT ignored (the process inherits SIG_IGN,
+    # and Python then installs no handler). uvicorn handles SIGINT once it runs, but one
+    # that came between the "listening on" banner and uvicorn's handler was lost and the
+    # proxy served on: two CI runs side by side left two such proxies running. serve()
+    # now makes SIGINT interrupt from its start.
+    import signal
+
+    from windowguard.proxy.server import _interruptible
+
+    before = signal.getsignal(signal.SIGINT)
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        _interruptible()
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        handler = signal.getsignal(signal.SIGINT)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)  # a caller's own choice is kept
+        _interruptible()
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_DFL
+        assert handler is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, before)

@@ -18,6 +18,7 @@ be opened) leaves no socket or file open.
 from __future__ import annotations
 
 import contextlib
+import signal
 import socket
 import sys
 import threading
@@ -176,6 +177,7 @@ def serve(config: ProxyConfig, *, out: IO[str] | None = None) -> int:
         OSError: the port cannot be bound.
     """
     out = out or sys.stdout
+    _interruptible()
     upstream = discover_upstream(config)
     sock = _bind(config.host, config.port)
     port = sock.getsockname()[1]
@@ -199,6 +201,16 @@ def serve(config: ProxyConfig, *, out: IO[str] | None = None) -> int:
         finally:
             uninstall_log_limits()
     return 0
+
+
+def _interruptible() -> None:
+    """Let SIGINT stop the proxy from the start, as it does once uvicorn runs (uvicorn
+    handles SIGINT whatever the process inherited). A shell starts a background job with
+    SIGINT ignored; one that came between the banner and uvicorn's handler was then
+    lost, and the proxy served on (two test runs side by side found it)."""
+    main = threading.current_thread() is threading.main_thread()
+    if main and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _host(host: str) -> str:
