@@ -53,3 +53,24 @@ def test_sent_from_is_the_head_and_the_kept_tail_with_every_copy_in_place(
     want = _reference(messages, edited, head_stop, kept_from)
     assert len(got) == len(want)
     assert all(a is b for a, b in zip(got, want, strict=True))
+
+
+@given(_cases(), st.integers(min_value=0, max_value=60))
+def test_patched_puts_every_copy_in_place_and_nothing_past_the_list(
+    case: tuple[list[object], dict[int, object], int, int, list[int]], length: int
+) -> None:
+    """``patched`` (what a send keeping every turn sends) holds to the same definition:
+    the list given, each copy at its index, none past the list's end (a shorter list:
+    a start of the transcript)."""
+    messages, edited, _, _, order = case
+    estimator = Estimator("o200k")
+    run = update_transcript(None, messages, "openai_chat", None, estimator)
+    for index in order:
+        run.substitute({index: edited[index]}, estimator)
+        run.patched(list(messages))  # a send between two edits
+    given_list = list(messages[:length])
+    got = run.patched(given_list)
+    want = _reference(messages, edited, 0, 0)[:length]
+    assert got is given_list
+    assert len(got) == len(want)
+    assert all(a is b for a, b in zip(got, want, strict=True))

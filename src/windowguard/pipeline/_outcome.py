@@ -220,7 +220,7 @@ def _fit_damaged(
     self._sent = (
         ctx.composition(plan.kept_from, self._factors) if plan.kept_from is not None else None
     )
-    sent = ctx.run.patched(list(messages), 0)
+    sent = ctx.run.patched(list(messages))
     kept = [sent[i] for i in plan.kept]
     dropped_messages = len(messages) - len(kept)
     if ctx.summary is not None:
@@ -270,4 +270,4 @@ def _deferred(
         "; ".join(described[:3]),
     )
     events.append(TranscriptDeferred(reason="damaged input: not pruned", problems=described))
-    return _result(self, ctx.run.patched(list(messages), 0), ctx, count, 0, 0, problems, events, 0)
+    return _result(self, ctx.run.patched(list(messages)), ctx, count, 0, 0, problems, events, 0)
