@@ -29,7 +29,7 @@ import hashlib
 import logging
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from ..accounting.estimate import Estimator
 from ..core.edits.config import ClampToolResults, ClearToolResults, EditStage, Summarize
@@ -171,17 +171,9 @@ def _refs(
         calls, found = scan_refs(messages[: ctx.end], fmt, seg.head_stop, starts)
     else:
         relative = [starts[j] - first for j in range(turn, len(starts))]
-        calls, found = scan_refs(messages[first : ctx.end], fmt, 0, relative)
-        calls = [replace(c, index=c.index + first, turn=c.turn + turn) for c in calls]
-        found = [
-            replace(
-                r,
-                index=r.index + first,
-                turn=r.turn + turn,
-                call_index=None if r.call_index is None else r.call_index + first,
-            )
-            for r in found
-        ]
+        calls, found = scan_refs(
+            messages[first : ctx.end], fmt, 0, relative, offset=first, turn_offset=turn
+        )
     ctx.refs[original] = (messages, first, calls, found)
     return calls, found
 

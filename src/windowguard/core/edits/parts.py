@@ -218,10 +218,20 @@ def tool_calls(
 
 
 def scan_refs(
-    messages: Sequence[object], fmt: Format, head_stop: int, turn_starts: Sequence[int]
+    messages: Sequence[object],
+    fmt: Format,
+    head_stop: int,
+    turn_starts: Sequence[int],
+    *,
+    offset: int = 0,
+    turn_offset: int = 0,
 ) -> tuple[list[CallRef], list[ResultRef]]:
-    """:func:`tool_calls` and :func:`tool_results` of one reading of the transcript."""
-    return _scan(messages, fmt, head_stop, turn_starts)
+    """:func:`tool_calls` and :func:`tool_results` of one reading of the transcript.
+
+    ``messages`` may be a later stretch of it, from a turn's first message on: its
+    refs then carry the transcript's indices (``offset`` added) and turn numbers
+    (``turn_offset`` added to every turn but the head's)."""
+    return _scan(messages, fmt, head_stop, turn_starts, offset, turn_offset)
 
 
 def _units(n: int, head_stop: int, turn_starts: Sequence[int]) -> list[tuple[int, range]]:
@@ -243,13 +253,19 @@ def _units(n: int, head_stop: int, turn_starts: Sequence[int]) -> list[tuple[int
 
 
 def _scan(
-    messages: Sequence[object], fmt: Format, head_stop: int, turn_starts: Sequence[int]
+    messages: Sequence[object],
+    fmt: Format,
+    head_stop: int,
+    turn_starts: Sequence[int],
+    offset: int = 0,
+    turn_offset: int = 0,
 ) -> tuple[list[CallRef], list[ResultRef]]:
     read = _READERS[fmt]
     calls: list[CallRef] = []
     results: list[ResultRef] = []
-    for turn, span in _units(len(messages), head_stop, turn_starts):
-        reads = [(i, read(messages[i])) for i in span]
+    for unit, span in _units(len(messages), head_stop, turn_starts):
+        turn = unit if unit == HEAD_TURN else unit + turn_offset
+        reads = [(i + offset, read(messages[i])) for i in span]
         unit_reasoning = fmt == "responses" and any(r.reasoning_item for _, r in reads)
         pending: dict[str, deque[tuple[int, _Call]]] = {}
         for index, found in reads:
