@@ -27,9 +27,11 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import operator
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Final
 
 from ..accounting.estimate import Estimator
 from ..core.edits.config import ClampToolResults, ClearToolResults, EditStage, Summarize
@@ -72,6 +74,22 @@ class BytesBounded:
 
     def __call__(self, text: str) -> int:
         return self._count(text)
+
+
+def _shown_within(ctx: FitContext, start: int, limit: int) -> bool:
+    """Whether every message from ``start`` on (what is sent there) has a guaranteed
+    bound of at most ``limit``: a bound holds all the bytes of a message's tool results
+    (with their framing), so no result there is over ``limit`` in bytes, nor in the
+    tokens of a byte-level BPE. Read off the entries, without reading the messages."""
+    entries = ctx.run.ledger.entries
+    end = ctx.end
+    if start >= end:
+        return True
+    widest: int = max(map(_BOUND, entries[start:end]))
+    return widest <= limit
+
+
+_BOUND: Final = operator.attrgetter("bound")
 
 
 def _within_in_bytes(text: str, limit: int) -> bool:
@@ -242,6 +260,8 @@ def clamp_new(
     """
     limit = config.limit(ctx.budget.input_tokens) if limit is None else limit
     bounded = isinstance(count, BytesBounded)
+    if bounded and _shown_within(ctx, start, limit):
+        return []  # no message shows more bytes than the limit: no result to read
     count = _remembering(count)  # a long output is counted once, not once per use
     texts: dict[int, dict[int, str]] = {}
     records: dict[int, EditRecord] = {}
