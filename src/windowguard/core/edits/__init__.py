@@ -34,7 +34,13 @@ from .config import (
 )
 from .parts import HEAD_TURN, CallRef, ResultRef, looks_failed, tool_calls, tool_results
 from .records import EDIT_KINDS, EditKind, EditRecord
-from .rewrite import CLEARED_INPUT, InputsCleared, clear_call_inputs, replace_result_text
+from .rewrite import (
+    CLEARED_INPUT,
+    InputsCleared,
+    clear_call_inputs,
+    media_droppable,
+    replace_result_text,
+)
 from .summary import (
     DEFAULT_INSTRUCTIONS,
     SUMMARY_PREFIX,
@@ -83,6 +89,7 @@ __all__ = [
     "clamp_text",
     "clear_call_inputs",
     "looks_failed",
+    "media_droppable",
     "placeholder_text",
     "render_turns",
     "replace_result_text",

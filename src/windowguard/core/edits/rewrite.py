@@ -10,8 +10,11 @@ changed in is returned as is.
 
 Where a result has several text parts, the new text replaces the first and the others
 are removed (an edit stands for all of the result's text); non-text parts keep their
-place. A result with no text part gets one, first. Calls whose input may not be changed
-next to provider reasoning are skipped and reported (see :mod:`windowguard.core.edits.parts`).
+place (a clamp), or go with the text when ``drop_media`` is set (a clear: the placeholder
+stands for the whole result, as Anthropic's ``clear_tool_uses_20250919`` and LangChain's
+``ClearToolUsesEdit`` replace it whole). A result with no text part gets one, first.
+Calls whose input may not be changed next to provider reasoning are skipped and reported
+(see :mod:`windowguard.core.edits.parts`).
 """
 
 from __future__ import annotations
@@ -26,7 +29,13 @@ from ..shapes import Format
 from ._objects import is_model, replaced, with_items
 from .parts import CallRef
 
-__all__ = ["CLEARED_INPUT", "InputsCleared", "clear_call_inputs", "replace_result_text"]
+__all__ = [
+    "CLEARED_INPUT",
+    "InputsCleared",
+    "clear_call_inputs",
+    "media_droppable",
+    "replace_result_text",
+]
 
 CLEARED_INPUT = "[input cleared to save context]"
 """What a free-text tool input (an OpenAI custom tool) is replaced by. JSON inputs become
@@ -45,6 +54,9 @@ _RESPONSES_OUTPUTS = frozenset(
         "apply_patch_call_output",
     }
 )
+# The Responses outputs whose parts may be any text, image or file: the others carry a
+# typed output (a computer call's screenshot, a shell call's results) the API requires.
+_FREE_OUTPUTS = frozenset({"function_call_output", "custom_tool_call_output"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -62,7 +74,19 @@ class InputsCleared:
     skipped: tuple[tuple[int, str], ...] = ()
 
 
-def replace_result_text(message: Any, fmt: Format, replacements: Mapping[int, str]) -> Any:
+def media_droppable(message: object, fmt: Format) -> bool:
+    """Whether ``replace_result_text(..., drop_media=True)`` can drop the images, documents
+    and other non-text parts of ``message``'s tool results: in every Chat and Anthropic
+    result, and in a Responses ``function_call_output`` or ``custom_tool_call_output``
+    (the other outputs are typed: a computer call's output must stay a screenshot)."""
+    if fmt != "responses":
+        return True
+    return field(message, "type") in _FREE_OUTPUTS
+
+
+def replace_result_text(
+    message: Any, fmt: Format, replacements: Mapping[int, str], *, drop_media: bool = False
+) -> Any:
     """A copy of ``message`` whose tool results' text is replaced.
 
     Args:
@@ -70,6 +94,10 @@ def replace_result_text(message: Any, fmt: Format, replacements: Mapping[int, st
             user message, Responses ``*_call_output`` item), dict or SDK object.
         fmt: its wire format.
         replacements: new text by ``ResultRef.part``.
+        drop_media: also remove the replaced results' non-text parts (images,
+            documents), where :func:`media_droppable` allows it; else they keep their
+            place. A result left with nothing but the new text holds it as a string
+            when it had no text part.
 
     Returns:
         A new object of the caller's type; ``message`` itself when ``replacements`` is
@@ -87,16 +115,19 @@ def replace_result_text(message: Any, fmt: Format, replacements: Mapping[int, st
     if not replacements:
         return message
     if fmt == "anthropic":
-        return _anthropic_results(message, replacements)
+        return _anthropic_results(message, replacements, drop_media)
     _only_part_zero(replacements, message, "a tool result")
     text = replacements[0]
     if fmt == "openai_chat":
         if field(message, "role") not in ("tool", "function"):
             raise _not_a(message, "tool result", 0)
-        return replaced(message, content=_new_content(field(message, "content"), text, "text"))
+        content = _new_content(field(message, "content"), text, "text", drop_media)
+        return replaced(message, content=content)
     if field(message, "type") not in _RESPONSES_OUTPUTS:
         raise _not_a(message, "tool result", 0)
-    return replaced(message, output=_new_content(field(message, "output"), text, "input_text"))
+    drop = drop_media and media_droppable(message, fmt)
+    output = _new_content(field(message, "output"), text, "input_text", drop)
+    return replaced(message, output=output)
 
 
 def clear_call_inputs(
@@ -166,7 +197,7 @@ def _clear(message: Any, fmt: Format, wanted: list[int], placeholder: str) -> In
 # -- results ---------------------------------------------------------------------------
 
 
-def _anthropic_results(message: Any, replacements: Mapping[int, str]) -> Any:
+def _anthropic_results(message: Any, replacements: Mapping[int, str], drop_media: bool) -> Any:
     content = field(message, "content")
     if not isinstance(content, (list, tuple)):
         raise _not_a(message, "tool result", min(replacements))
@@ -175,12 +206,14 @@ def _anthropic_results(message: Any, replacements: Mapping[int, str]) -> Any:
         block = blocks[part] if 0 <= part < len(blocks) else None
         if block is None or field(block, "type") != "tool_result":
             raise _not_a(message, "tool_result block", part)
-        blocks[part] = replaced(block, content=_new_content(field(block, "content"), text, "text"))
+        content_of = _new_content(field(block, "content"), text, "text", drop_media)
+        blocks[part] = replaced(block, content=content_of)
     return replaced(message, content=with_items(content, blocks))
 
 
-def _new_content(content: object, text: str, text_type: str) -> Any:
-    """``content`` (a string or a list of parts) with its text replaced by ``text``."""
+def _new_content(content: object, text: str, text_type: str, drop_media: bool = False) -> Any:
+    """``content`` (a string or a list of parts) with its text replaced by ``text``, and
+    its other parts removed when ``drop_media``."""
     if content is None or isinstance(content, str):
         return text
     if not isinstance(content, (list, tuple)):
@@ -195,8 +228,11 @@ def _new_content(content: object, text: str, text_type: str) -> Any:
                 new.append(text if isinstance(part, str) else replaced(part, text=text))
                 placed = True
             continue  # the other text parts are replaced by the one new text
-        new.append(part)
+        if not drop_media:
+            new.append(part)
     if not placed:
+        if drop_media:
+            return text  # nothing of the result is left but the new text
         if any(is_model(part) for part in content):
             raise ConfigurationError(
                 "this tool result holds no text part and its parts are SDK objects: there "
