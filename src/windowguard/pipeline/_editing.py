@@ -11,9 +11,10 @@ and the run's :class:`EditState`, and returns the edits it made; the manager
   to what fits. An output larger than the window no longer ends the run.
 * **clear** (:class:`~windowguard.ClearToolResults`): when the request would lose turns,
   old tool results (outside the newest ``keep`` turns), oldest first, become a short
-  placeholder naming the tool and its arguments — in one block down to the low-water
-  mark, and only when that frees at least ``clear_at_least`` tokens, so the prompt's
-  prefix changes once per block, not on every send.
+  placeholder naming the tool and its arguments (the whole result: its images and
+  documents go too, each freeing the family's media allowance) -- in one block down to
+  the low-water mark, and only when that frees at least ``clear_at_least`` tokens, so the
+  prompt's prefix changes once per block, not on every send.
 
 Invariants: an edited message is a new object of the caller's type with only its
 content replaced (:mod:`windowguard.core.edits.rewrite`); an edit, once made, is sent byte for
@@ -37,7 +38,7 @@ from ..accounting.estimate import Estimator
 from ..core.edits.config import ClampToolResults, ClearToolResults, EditStage, Summarize
 from ..core.edits.parts import CallRef, ResultRef, scan_refs, tool_calls
 from ..core.edits.records import EditRecord
-from ..core.edits.rewrite import clear_call_inputs, replace_result_text
+from ..core.edits.rewrite import clear_call_inputs, media_droppable, replace_result_text
 from ..core.edits.summary import arun_summarizer, run_summarizer
 from ..core.edits.text import PAGE_CHARS, clamp_text, placeholder_text
 from ..core.exceptions import ConfigurationError, WindowGuardError
@@ -202,12 +203,17 @@ def _apply(
     texts: dict[int, dict[int, str]],
     state: EditState,
     records: dict[int, EditRecord],
+    *,
+    drop_media: bool = False,
 ) -> list[EditRecord]:
-    """Replace the results' texts (by message index and part) in what is sent."""
+    """Replace the results' texts (by message index and part) in what is sent, and with
+    ``drop_media`` (a clear) their images and documents."""
     run = ctx.run
     changes: dict[int, object] = {}
     for index, parts in texts.items():
-        changes[index] = replace_result_text(run.effective[index], run.format, parts)
+        changes[index] = replace_result_text(
+            run.effective[index], run.format, parts, drop_media=drop_media
+        )
     run.substitute(changes, estimator)
     made = []
     for index in sorted(records):
@@ -407,15 +413,21 @@ def clear_block(
     calls: dict[int, list[int]] = {}
     freed = 0
     seen, cleared = ctx.run.seen, ctx.run.cleared
+    fmt, media_tokens = ctx.run.format, estimator.priors.media_item_tokens
     read_calls, read_results = _refs(ctx, first)
     for ref in read_results:
         if ref.index < first or ref.index >= boundary:
             continue
-        if ref.tool_name in config.exclude_tools or not ref.text:
+        if ref.tool_name in config.exclude_tools:
+            continue
+        # The placeholder stands for the whole result: its images and documents go too,
+        # each freeing the family's allowance for a media item.
+        media = ref.media_items if media_droppable(seen[ref.index], fmt) else 0
+        if not ref.text and not media:
             continue
         if ref.part in cleared.get(id(seen[ref.index]), ()):
             continue  # cleared on an earlier send (a message's other results may not be)
-        before = count(ref.text)
+        before = (count(ref.text) if ref.text else 0) + media * media_tokens
         tokens = before
         if ctx.run.effective[ref.index] is not seen[ref.index]:
             # Sent as an earlier edit's copy (a clamp): the placeholder names what the
@@ -423,7 +435,8 @@ def clear_block(
             if originals is None:
                 originals = {(r.index, r.part): r for r in _scan(ctx, first, original=True)}
             whole = originals.get((ref.index, ref.part))
-            tokens = count(whole.text) if whole is not None else before
+            if whole is not None:
+                tokens = (count(whole.text) if whole.text else 0) + media * media_tokens
         text = placeholder_text(
             ref.tool_name, ref.arguments, tokens, config.placeholder, call_id=ref.call_id
         )
@@ -451,7 +464,7 @@ def clear_block(
     for index, parts in texts.items():
         key = id(seen[index])
         cleared[key] = cleared.get(key, frozenset()).union(parts)
-    made = _apply(ctx, estimator, texts, state, records)
+    made = _apply(ctx, estimator, texts, state, records, drop_media=True)
     if calls:
         # The calls as read before the results were replaced: a result never shares a
         # message with a call in any wire format, so replacing results changed none.

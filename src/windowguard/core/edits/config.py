@@ -147,7 +147,9 @@ class ClearToolResults:
     result on, so clearing little at a time would pay a cache write on every send
     (Anthropic's advice for ``clear_tool_uses_20250919``). A result once cleared stays
     cleared, byte for byte. The call and its result stay paired; the assistant's text,
-    reasoning and calls stay.
+    reasoning and calls stay. The placeholder stands for the whole result: its images and
+    documents go with its text (a Responses output of a fixed type, such as a computer
+    call's screenshot, is never rewritten).
 
     Attributes:
         keep: the newest turns whose results are never cleared (>= 1: the newest turn

@@ -14,8 +14,9 @@ Invariants:
       message is the order of the adapters' ``Shape.opens`` / ``Shape.answers``, and
       Responses MCP approvals take their place in that order without being tool calls.
     * A result's ``text`` is its text parts only, joined by newlines; images, documents
-      and other non-text parts are neither text nor touched by an edit
-      (``media_items`` counts them).
+      and other non-text parts are not text (``media_items`` counts them): a clamp
+      leaves them, a clear replaces them with the text (where
+      :func:`~windowguard.core.edits.rewrite.media_droppable` allows it).
     * ``part`` is the index of the block in an Anthropic message's ``content`` (a user
       message may hold several ``tool_result`` blocks, an assistant message several
       ``tool_use`` blocks); the index in ``tool_calls`` for an OpenAI Chat call (``-1``
@@ -144,7 +145,7 @@ class ResultRef:
         turn: the result's turn (``-1``: the head).
         call_index: the message index of the call it answers (None: unpaired, damage).
         call_part: the answered call's ``part`` (None: unpaired).
-        media_items: images, documents and other non-text parts (never edited).
+        media_items: images, documents and other non-text parts (never clamped).
     """
 
     index: int
